@@ -1,0 +1,119 @@
+// weft/backend.hpp — the interface a backend implements (the simulator built in, verbs and ofi as plugins).
+//
+// Applications do not need this header. A backend provides a Plugin record; for a plugin module it is
+// returned by the C symbol `weft_plugin_v1` (see WEFT_DEFINE_PLUGIN). The core validates configuration
+// keys against Plugin::keys before calling Plugin::open.
+//
+// Contract for implementers:
+// - Setup calls throw weft::Error with the backend's name; data-path calls (post_send, post_recv, poll)
+//   are noexcept and allocate nothing.
+// - post_send/post_recv take the whole batch and post all of it or none of it; invalid requests are found
+//   before anything is posted (PostStatus::invalid with the request index).
+// - Send-queue completions in posting order; unsignaled successes silent; errors always complete; after
+//   an error every outstanding and later request completes `flushed`, in order.
+// - Immediate data crosses the API in host byte order.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <weft/completion.hpp>
+#include <weft/config.hpp>
+#include <weft/domain.hpp>
+#include <weft/memory.hpp>
+#include <weft/request.hpp>
+#include <weft/status.hpp>
+
+namespace weft::detail {
+
+/// A registered region. The core reads the fields; the destructor of the derived class deregisters.
+class MrImpl {
+public:
+    virtual ~MrImpl() = default;
+
+    void* addr = nullptr;
+    std::size_t length = 0;
+    std::uint32_t lkey = 0;
+    std::uint64_t rkey = 0;
+    void* desc = nullptr;
+    Access access = Access::none;
+    BackendKind kind = BackendKind::sim;
+};
+
+class CqImpl {
+public:
+    virtual ~CqImpl() = default;
+    /// Fills up to out.size() completions; returns how many.
+    virtual std::size_t poll(std::span<Completion> out) noexcept = 0;
+    virtual bool wait(std::chrono::nanoseconds timeout) = 0;
+    virtual int fd() = 0;
+    virtual std::uint32_t depth() const noexcept = 0;
+};
+
+class QpImpl {
+public:
+    virtual ~QpImpl() = default;
+    virtual PostStatus post_send(std::span<const SendRequest> batch) noexcept = 0;
+    virtual PostStatus post_recv(std::span<const RecvRequest> batch) noexcept = 0;
+    virtual std::vector<std::byte> address() const = 0;
+    virtual void connect(std::span<const std::byte> peer) = 0;
+    virtual QpState state() const noexcept = 0;
+
+    std::uint32_t qp_num = 0;
+    QpCaps caps{};
+};
+
+/// What create_qp receives: QpOptions with the CQs resolved.
+struct QpSetup {
+    QpOptions options;
+    std::shared_ptr<CqImpl> send_cq;
+    std::shared_ptr<CqImpl> recv_cq;
+};
+
+class DomainImpl : public std::enable_shared_from_this<DomainImpl> {
+public:
+    virtual ~DomainImpl() = default;
+    virtual std::unique_ptr<MrImpl> register_memory(void* addr, std::size_t length, Access access) = 0;
+    virtual std::shared_ptr<CqImpl> create_cq(const CqOptions& options) = 0;
+    virtual std::unique_ptr<QpImpl> create_qp(const QpSetup& setup) = 0;
+
+    Capabilities caps{};
+    Config config{};
+};
+
+inline constexpr std::uint32_t plugin_abi_version = 1;
+
+/// A backend's registration record.
+struct Plugin {
+    std::uint32_t abi = plugin_abi_version;
+    const char* name = nullptr;      ///< the configuration's backend name
+    const char* summary = nullptr;   ///< one line for listings
+    std::span<const KeySpec> keys;   ///< every key open() accepts
+    /// Empty when the backend can run here; otherwise why not (no device, library too old, ...).
+    std::string (*probe)() = nullptr;
+    /// Opens a domain; `config` has passed the key check.
+    std::shared_ptr<DomainImpl> (*open)(const Config& config) = nullptr;
+};
+
+/// Shared checks every backend applies to QP options against its capabilities; throws weft::Error naming
+/// the offending option and the accepted range.
+void validate_qp_options(const QpSetup& setup, const Capabilities& caps, std::string_view backend);
+
+/// Checks a send batch against a QP's caps and the domain's features, before anything is posted.
+/// Returns ok or the first invalid request. Cheap: a few compares per request.
+PostStatus validate_send_batch(std::span<const SendRequest> batch, const QpCaps& caps,
+                               const Capabilities& domain_caps) noexcept;
+PostStatus validate_recv_batch(std::span<const RecvRequest> batch, const QpCaps& caps) noexcept;
+
+}  // namespace weft::detail
+
+/// Defines the entry point of a plugin module returning `plugin` (a weft::detail::Plugin with static
+/// storage duration).
+#define WEFT_DEFINE_PLUGIN(plugin)                                                                  \
+    extern "C" __attribute__((visibility("default"))) const ::weft::detail::Plugin* weft_plugin_v1() { \
+        return &(plugin);                                                                            \
+    }

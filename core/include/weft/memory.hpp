@@ -1,0 +1,121 @@
+// weft/memory.hpp — registered memory: local segments, remote regions and the MemoryRegion handle.
+//
+//   std::vector<std::byte> buf(1 << 20);
+//   auto mr  = dom.register_memory(buf, weft::Access::local_write | weft::Access::remote_write);
+//   auto seg = mr.slice(0, 4096);                       // a LocalSegment for a request's gather list
+//   auto descriptor = mr.remote().encode();             // bytes for the peer, over any channel
+//   ...
+//   auto dst = weft::RemoteRegion::decode(peer_bytes);  // throws weft::Error on malformed bytes
+//   qp.post_send({weft::write(1, seg, dst.slice(0, 4096))});
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <span>
+
+#include <weft/types.hpp>
+
+namespace weft {
+
+namespace detail {
+class MrImpl;
+}
+
+/// Which backend family produced a key or descriptor.
+enum class BackendKind : std::uint8_t { sim = 1, verbs = 2, ofi = 3 };
+std::string_view to_string(BackendKind kind) noexcept;
+
+/// A piece of registered local memory, as a request's scatter/gather entry. Plain value; the region it
+/// came from must stay registered until every request using it has completed.
+struct LocalSegment {
+    std::uint64_t addr = 0;
+    std::uint32_t length = 0;
+    std::uint32_t lkey = 0;
+    /// The backend's own handle for the region (libfabric's MR descriptor); may be null, in which case
+    /// the backend finds the region by lkey.
+    void* desc = nullptr;
+
+    std::byte* data() const noexcept { return reinterpret_cast<std::byte*>(addr); }
+    friend bool operator==(const LocalSegment&, const LocalSegment&) = default;
+};
+
+/// A peer's registered memory: what a request needs to address it. Copyable; exchanged out of band with
+/// encode()/decode().
+class RemoteRegion {
+public:
+    static constexpr std::size_t encoded_size = 36;
+    using Encoded = std::array<std::byte, encoded_size>;
+
+    constexpr RemoteRegion() noexcept = default;
+    constexpr RemoteRegion(std::uint64_t addr, std::uint64_t length, std::uint64_t rkey,
+                           BackendKind backend) noexcept
+        : addr_(addr), length_(length), rkey_(rkey), backend_(backend) {}
+
+    constexpr std::uint64_t addr() const noexcept { return addr_; }
+    constexpr std::uint64_t length() const noexcept { return length_; }
+    constexpr std::uint64_t rkey() const noexcept { return rkey_; }
+    constexpr BackendKind backend() const noexcept { return backend_; }
+
+    /// The sub-range [offset, offset + length). Throws weft::Error (invalid_argument) when it does not lie
+    /// within this region.
+    RemoteRegion slice(std::uint64_t offset, std::uint64_t length) const;
+    /// The sub-range from `offset` to the end.
+    RemoteRegion slice(std::uint64_t offset) const;
+
+    /// A fixed-size, versioned, checksummed little-endian encoding.
+    Encoded encode() const noexcept;
+    /// Validates size, magic, version, backend, bounds and checksum; throws weft::Error (bad_descriptor)
+    /// naming the first problem found.
+    static RemoteRegion decode(std::span<const std::byte> bytes);
+
+    friend bool operator==(const RemoteRegion&, const RemoteRegion&) = default;
+
+private:
+    std::uint64_t addr_ = 0;
+    std::uint64_t length_ = 0;
+    std::uint64_t rkey_ = 0;
+    BackendKind backend_ = BackendKind::sim;
+};
+
+std::ostream& operator<<(std::ostream& os, const RemoteRegion& r);
+
+/// A registered memory region. Move-only; destroying it (or assigning over it) deregisters the memory.
+class MemoryRegion {
+public:
+    MemoryRegion() noexcept;
+    explicit MemoryRegion(std::unique_ptr<detail::MrImpl> impl) noexcept;
+    MemoryRegion(MemoryRegion&&) noexcept;
+    MemoryRegion& operator=(MemoryRegion&&) noexcept;
+    ~MemoryRegion();
+
+    explicit operator bool() const noexcept { return impl_ != nullptr; }
+
+    std::byte* data() const noexcept { return reinterpret_cast<std::byte*>(whole_.addr); }
+    std::size_t size() const noexcept { return size_; }
+    std::uint32_t lkey() const noexcept { return whole_.lkey; }
+    std::uint64_t rkey() const noexcept { return remote_.rkey(); }
+    Access access() const noexcept { return access_; }
+
+    /// The bytes [offset, offset + length) as a LocalSegment. Throws weft::Error (invalid_argument) when
+    /// the range is outside the region or longer than a segment can be (4 GiB - 1).
+    LocalSegment slice(std::size_t offset, std::size_t length) const;
+    /// The whole region as one segment (when it is shorter than 4 GiB).
+    LocalSegment segment() const { return slice(0, size_); }
+
+    /// The descriptor a peer needs to address this region (meaningful with a remote right).
+    const RemoteRegion& remote() const noexcept { return remote_; }
+
+    detail::MrImpl* impl() const noexcept { return impl_.get(); }
+
+private:
+    std::unique_ptr<detail::MrImpl> impl_;
+    LocalSegment whole_{};
+    std::size_t size_ = 0;
+    RemoteRegion remote_{};
+    Access access_ = Access::none;
+};
+
+}  // namespace weft

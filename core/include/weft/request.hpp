@@ -1,0 +1,203 @@
+// weft/request.hpp — work requests and the builders that make them.
+//
+// Requests are small values. Builders follow the verbs vocabulary and chain flags fluently; each flag
+// method returns a modified copy, so a builder expression can sit inside a braced batch:
+//
+//   std::array<weft::LocalSegment, 2> gather{hdr_mr.slice(0, 64), body_mr.slice(off, len)};
+//   auto st = qp.post_send({
+//       weft::write(slot, gather, dst.slice(0, 64 + len)).with_imm(slot),
+//       weft::read(slot + 1, scratch.slice(0, 8), dst.slice(0, 8)).fence().unsignaled(),
+//   });
+//   auto rs = qp.post_recv({weft::recv(slot, rx_mr.slice(0, 4096))});
+//
+// A request that refers to an external gather list (a span) only borrows it for the duration of the post
+// call: backends copy the list when they accept the request. The memory the segments describe must stay
+// registered and untouched until the request completes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include <weft/memory.hpp>
+#include <weft/types.hpp>
+
+namespace weft {
+
+struct SendRequest {
+    std::uint64_t id = 0;              ///< returned in the completion; opaque to weft
+    std::uint64_t remote_addr = 0;     ///< write, read, atomics
+    std::uint64_t rkey = 0;            ///< write, read, atomics
+    std::uint64_t compare_add = 0;     ///< fetch_add: the addend; compare_swap: the value compared
+    std::uint64_t swap = 0;            ///< compare_swap: the value stored when equal
+    const LocalSegment* sg_list = nullptr;  ///< borrowed gather list; null means `sge` is the only one
+    LocalSegment sge{};                ///< the single local segment when sg_list is null
+    std::uint32_t num_sge = 0;         ///< number of segments (0 = zero-length operation)
+    std::uint32_t imm = 0;             ///< immediate data, host byte order
+    Opcode opcode = Opcode::send;
+    SendFlags flags = SendFlags::signaled;
+
+    std::span<const LocalSegment> segments() const noexcept {
+        return sg_list ? std::span<const LocalSegment>(sg_list, num_sge)
+                       : std::span<const LocalSegment>(&sge, num_sge);
+    }
+    /// Sum of the segment lengths.
+    std::uint64_t length() const noexcept {
+        std::uint64_t n = 0;
+        for (const auto& s : segments()) n += s.length;
+        return n;
+    }
+
+    /// Carry immediate data: send becomes send_with_imm, write becomes write_with_imm. Other opcodes
+    /// cannot carry immediate data; posting them with it is rejected as invalid.
+    [[nodiscard]] constexpr SendRequest with_imm(std::uint32_t value) const noexcept {
+        SendRequest r = *this;
+        r.imm = value;
+        if (r.opcode == Opcode::send) r.opcode = Opcode::send_with_imm;
+        else if (r.opcode == Opcode::write) r.opcode = Opcode::write_with_imm;
+        else r.opcode = Opcode::recv;  // not a request opcode: post rejects it with a clear reason
+        return r;
+    }
+    /// Wait for earlier reads and atomics on this QP to complete before this request executes.
+    [[nodiscard]] constexpr SendRequest fence() const noexcept { return with(SendFlags::fence); }
+    /// Copy the payload at post time (up to the QP's max_inline bytes); no registration needed.
+    [[nodiscard]] constexpr SendRequest inline_data() const noexcept { return with(SendFlags::inline_data); }
+    [[nodiscard]] constexpr SendRequest solicited() const noexcept { return with(SendFlags::solicited); }
+    /// No completion on success (errors still complete). Requests are signaled by default.
+    [[nodiscard]] constexpr SendRequest unsignaled() const noexcept {
+        SendRequest r = *this;
+        r.flags = r.flags & ~SendFlags::signaled;
+        return r;
+    }
+    [[nodiscard]] constexpr SendRequest signaled(bool on = true) const noexcept {
+        return on ? with(SendFlags::signaled) : unsignaled();
+    }
+
+private:
+    constexpr SendRequest with(SendFlags f) const noexcept {
+        SendRequest r = *this;
+        r.flags = r.flags | f;
+        return r;
+    }
+};
+
+struct RecvRequest {
+    std::uint64_t id = 0;
+    const LocalSegment* sg_list = nullptr;  ///< borrowed scatter list; null means `sge` is the only one
+    LocalSegment sge{};
+    std::uint32_t num_sge = 0;
+
+    std::span<const LocalSegment> segments() const noexcept {
+        return sg_list ? std::span<const LocalSegment>(sg_list, num_sge)
+                       : std::span<const LocalSegment>(&sge, num_sge);
+    }
+    std::uint64_t length() const noexcept {
+        std::uint64_t n = 0;
+        for (const auto& s : segments()) n += s.length;
+        return n;
+    }
+};
+
+namespace detail {
+constexpr SendRequest make(std::uint64_t id, Opcode op, std::span<const LocalSegment> local) noexcept {
+    SendRequest r;
+    r.id = id;
+    r.opcode = op;
+    if (local.size() == 1) {
+        r.sge = local[0];
+        r.num_sge = 1;
+    } else {
+        r.sg_list = local.data();
+        r.num_sge = static_cast<std::uint32_t>(local.size());
+    }
+    return r;
+}
+constexpr SendRequest make(std::uint64_t id, Opcode op, const LocalSegment& local) noexcept {
+    return make(id, op, std::span<const LocalSegment>(&local, 1));
+}
+constexpr SendRequest at(SendRequest r, const RemoteRegion& remote) noexcept {
+    r.remote_addr = remote.addr();
+    r.rkey = remote.rkey();
+    return r;
+}
+}  // namespace detail
+
+/// Send the bytes of `local` to the peer's next posted receive.
+constexpr SendRequest send(std::uint64_t id, const LocalSegment& local) noexcept {
+    return detail::make(id, Opcode::send, local);
+}
+constexpr SendRequest send(std::uint64_t id, std::span<const LocalSegment> local) noexcept {
+    return detail::make(id, Opcode::send, local);
+}
+/// Write `local` to `remote.addr()` on the peer.
+constexpr SendRequest write(std::uint64_t id, const LocalSegment& local, const RemoteRegion& remote) noexcept {
+    return detail::at(detail::make(id, Opcode::write, local), remote);
+}
+constexpr SendRequest write(std::uint64_t id, std::span<const LocalSegment> local,
+                            const RemoteRegion& remote) noexcept {
+    return detail::at(detail::make(id, Opcode::write, local), remote);
+}
+/// Read from `remote.addr()` on the peer into `local`.
+constexpr SendRequest read(std::uint64_t id, const LocalSegment& local, const RemoteRegion& remote) noexcept {
+    return detail::at(detail::make(id, Opcode::read, local), remote);
+}
+constexpr SendRequest read(std::uint64_t id, std::span<const LocalSegment> local,
+                           const RemoteRegion& remote) noexcept {
+    return detail::at(detail::make(id, Opcode::read, local), remote);
+}
+/// Atomically add `add` to the 8 bytes at `remote.addr()`; the previous value lands in `result`.
+constexpr SendRequest fetch_add(std::uint64_t id, const LocalSegment& result, const RemoteRegion& remote,
+                                std::uint64_t add) noexcept {
+    SendRequest r = detail::at(detail::make(id, Opcode::fetch_add, result), remote);
+    r.compare_add = add;
+    return r;
+}
+/// Atomically replace the 8 bytes at `remote.addr()` with `swap` when they equal `compare`; the previous
+/// value lands in `result` either way.
+constexpr SendRequest compare_swap(std::uint64_t id, const LocalSegment& result, const RemoteRegion& remote,
+                                   std::uint64_t compare, std::uint64_t swap) noexcept {
+    SendRequest r = detail::at(detail::make(id, Opcode::compare_swap, result), remote);
+    r.compare_add = compare;
+    r.swap = swap;
+    return r;
+}
+
+/// A receive buffer for one incoming send or write_with_imm.
+constexpr RecvRequest recv(std::uint64_t id, const LocalSegment& local) noexcept {
+    RecvRequest r;
+    r.id = id;
+    r.sge = local;
+    r.num_sge = 1;
+    return r;
+}
+constexpr RecvRequest recv(std::uint64_t id, std::span<const LocalSegment> local) noexcept {
+    RecvRequest r;
+    r.id = id;
+    if (local.size() == 1) {
+        r.sge = local[0];
+        r.num_sge = 1;
+    } else {
+        r.sg_list = local.data();
+        r.num_sge = static_cast<std::uint32_t>(local.size());
+    }
+    return r;
+}
+
+/// True for the seven request opcodes (send .. compare_swap).
+constexpr bool is_request_opcode(Opcode op) noexcept { return op <= Opcode::compare_swap; }
+constexpr bool is_atomic(Opcode op) noexcept { return op == Opcode::fetch_add || op == Opcode::compare_swap; }
+constexpr bool needs_remote(Opcode op) noexcept {
+    return op == Opcode::write || op == Opcode::write_with_imm || op == Opcode::read || is_atomic(op);
+}
+constexpr bool consumes_receive(Opcode op) noexcept {
+    return op == Opcode::send || op == Opcode::send_with_imm || op == Opcode::write_with_imm;
+}
+/// The opcode a send-queue completion reports for a request opcode (verbs convention).
+constexpr Opcode completion_opcode(Opcode op) noexcept {
+    switch (op) {
+        case Opcode::send_with_imm: return Opcode::send;
+        case Opcode::write_with_imm: return Opcode::write;
+        default: return op;
+    }
+}
+
+}  // namespace weft

@@ -1,0 +1,67 @@
+// weft/status.hpp — the data-path result of a post.
+//
+// Posting never throws and never allocates. It returns a PostStatus, one compare to test:
+//
+//   if (auto st = qp.post_send(batch); !st) {
+//       if (st.code() == weft::PostStatus::Code::queue_full) retry_later();
+//       else log("request ", st.index(), " rejected: ", st.reason());
+//   }
+//
+// A batch is all or nothing: when the status is not ok, no request of the batch was posted.
+// Failures of requests that were accepted arrive later as completions with an error status.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string_view>
+
+namespace weft {
+
+class [[nodiscard]] PostStatus {
+public:
+    enum class Code : std::uint8_t {
+        ok,
+        queue_full,     ///< the batch does not fit in the free slots of the queue; nothing was posted
+        invalid,        ///< request index() is malformed or exceeds a limit; nothing was posted
+        not_connected,  ///< the QP is not in a state that accepts this queue's requests; nothing was posted
+    };
+
+    constexpr PostStatus() noexcept = default;
+
+    static constexpr PostStatus ok() noexcept { return {}; }
+    static constexpr PostStatus queue_full(std::uint32_t index = 0) noexcept {
+        return {Code::queue_full, index, "the queue has fewer free slots than the batch needs"};
+    }
+    /// `reason` must be a string with static storage duration.
+    static constexpr PostStatus invalid(std::uint32_t index, const char* reason) noexcept {
+        return {Code::invalid, index, reason};
+    }
+    static constexpr PostStatus not_connected(const char* reason) noexcept {
+        return {Code::not_connected, 0, reason};
+    }
+
+    constexpr explicit operator bool() const noexcept { return code_ == Code::ok; }
+    constexpr bool is_ok() const noexcept { return code_ == Code::ok; }
+    constexpr Code code() const noexcept { return code_; }
+    /// Index within the batch of the request that was rejected (for `invalid`), 0 otherwise.
+    constexpr std::uint32_t index() const noexcept { return index_; }
+    /// Why, in words; never null.
+    constexpr const char* reason() const noexcept { return reason_; }
+
+    friend constexpr bool operator==(const PostStatus& a, Code c) noexcept { return a.code_ == c; }
+
+private:
+    constexpr PostStatus(Code c, std::uint32_t index, const char* reason) noexcept
+        : reason_(reason), index_(index), code_(c) {}
+
+    const char* reason_ = "ok";
+    std::uint32_t index_ = 0;
+    Code code_ = Code::ok;
+};
+static_assert(sizeof(PostStatus) <= 16, "PostStatus is returned in registers on x86-64");
+
+std::string_view to_string(PostStatus::Code code) noexcept;
+/// "ok", "queue_full: ...", "invalid request 3: ...".
+std::ostream& operator<<(std::ostream& os, const PostStatus& status);
+
+}  // namespace weft

@@ -1,0 +1,114 @@
+// weft/types.hpp — small vocabulary types: access rights, opcodes, completion statuses, QP states.
+//
+//   auto rights = weft::Access::local_write | weft::Access::remote_read;
+//   if (has(rights, weft::Access::remote_read)) ...
+//   std::cout << weft::WcStatus::rnr_retry_exceeded;   // prints "rnr_retry_exceeded"
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+
+namespace weft {
+
+/// Access rights of a memory region. Remote write and remote atomic imply local write (as in verbs, the
+/// backend adds it when asked for either).
+enum class Access : std::uint32_t {
+    none = 0,
+    local_write = 1u << 0,
+    remote_write = 1u << 1,
+    remote_read = 1u << 2,
+    remote_atomic = 1u << 3,
+};
+constexpr Access operator|(Access a, Access b) noexcept {
+    return static_cast<Access>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
+}
+constexpr Access operator&(Access a, Access b) noexcept {
+    return static_cast<Access>(static_cast<std::uint32_t>(a) & static_cast<std::uint32_t>(b));
+}
+constexpr Access& operator|=(Access& a, Access b) noexcept { return a = a | b; }
+/// True when every right in `wanted` is in `rights`.
+constexpr bool has(Access rights, Access wanted) noexcept { return (rights & wanted) == wanted; }
+inline constexpr Access all_access =
+    Access::local_write | Access::remote_write | Access::remote_read | Access::remote_atomic;
+
+/// Operations. The first seven are request opcodes. Completions use the verbs convention: a send-queue
+/// completion reports `send` for send and send_with_imm, `write` for write and write_with_imm; a receive
+/// completion reports `recv` (a send arrived) or `recv_rdma_with_imm` (a write_with_imm consumed it).
+enum class Opcode : std::uint8_t {
+    send,
+    send_with_imm,
+    write,
+    write_with_imm,
+    read,
+    fetch_add,
+    compare_swap,
+    recv,
+    recv_rdma_with_imm,
+};
+inline constexpr int opcode_count = 9;
+
+/// Work-completion statuses, one to one with ibv_wc_status (same order, same meaning).
+enum class WcStatus : std::uint8_t {
+    success,
+    local_length,             ///< a receive too small, or a local length violation
+    local_qp_operation,       ///< internal QP consistency error
+    local_eec_operation,
+    local_protection,         ///< bad lkey, or a local buffer outside its region or without the right
+    flushed,                  ///< the QP was in error when this request was processed
+    mw_bind,
+    bad_response,
+    local_access,
+    remote_invalid_request,   ///< the responder rejected the request (e.g. its receive was too small)
+    remote_access,            ///< bad rkey, out of bounds, or missing remote right
+    remote_operation,         ///< the responder could not complete the operation
+    transport_retry_exceeded, ///< no acknowledgement after timeout x retry_cnt (peer gone)
+    rnr_retry_exceeded,       ///< the responder had no receive posted, rnr_retry times
+    local_rdd_violation,
+    remote_invalid_rd_request,
+    remote_aborted,
+    invalid_eecn,
+    invalid_eec_state,
+    fatal,
+    response_timeout,
+    general,
+};
+inline constexpr int wc_status_count = 22;
+
+/// Queue-pair states (the verbs state machine; backends without one map onto it).
+enum class QpState : std::uint8_t { reset, init, rtr, rts, sqd, sqe, error };
+
+/// Send-request flags.
+enum class SendFlags : std::uint8_t {
+    none = 0,
+    signaled = 1u << 0,     ///< produce a completion on success (errors always complete)
+    fence = 1u << 1,        ///< wait for earlier reads and atomics on this QP to complete first
+    inline_data = 1u << 2,  ///< copy the payload at post time; the buffer is reusable at once, no lkey needed
+    solicited = 1u << 3,    ///< ask the responder's CQ to wake a solicited-only waiter
+};
+constexpr SendFlags operator|(SendFlags a, SendFlags b) noexcept {
+    return static_cast<SendFlags>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
+}
+constexpr SendFlags operator&(SendFlags a, SendFlags b) noexcept {
+    return static_cast<SendFlags>(static_cast<std::uint8_t>(a) & static_cast<std::uint8_t>(b));
+}
+constexpr SendFlags operator~(SendFlags a) noexcept {
+    return static_cast<SendFlags>(~static_cast<std::uint8_t>(a));
+}
+constexpr bool has(SendFlags flags, SendFlags wanted) noexcept { return (flags & wanted) == wanted; }
+
+std::string_view to_string(Opcode op) noexcept;
+std::string_view to_string(WcStatus status) noexcept;
+std::string_view to_string(QpState state) noexcept;
+/// "local_write|remote_read", or "none".
+std::string to_string(Access access);
+/// A one-line explanation of a status, for logs ("the responder had no receive posted ...").
+std::string_view describe(WcStatus status) noexcept;
+
+std::ostream& operator<<(std::ostream& os, Opcode op);
+std::ostream& operator<<(std::ostream& os, WcStatus status);
+std::ostream& operator<<(std::ostream& os, QpState state);
+std::ostream& operator<<(std::ostream& os, Access access);
+
+}  // namespace weft

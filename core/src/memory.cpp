@@ -1,0 +1,153 @@
+// RemoteRegion's wire encoding and the MemoryRegion handle.
+//
+// Encoding (36 bytes, little-endian):
+//   0  magic "wfRR"      4  version (1)      5  backend kind      6  reserved (0, 2 bytes)
+//   8  address (u64)     16 length (u64)     24 rkey (u64)        32 FNV-1a of bytes 0..31 (u32)
+#include <weft/backend.hpp>
+#include <weft/error.hpp>
+#include <weft/memory.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace weft {
+namespace {
+
+constexpr std::byte magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'R'}, std::byte{'R'}};
+constexpr std::uint8_t encoding_version = 1;
+
+void put64(std::byte* p, std::uint64_t v) noexcept {
+    for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+std::uint64_t get64(const std::byte* p) noexcept {
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+    return v;
+}
+std::uint32_t fnv1a(const std::byte* p, std::size_t n) noexcept {
+    std::uint32_t h = 2166136261u;
+    for (std::size_t i = 0; i < n; ++i) {
+        h ^= static_cast<std::uint32_t>(p[i]);
+        h *= 16777619u;
+    }
+    return h;
+}
+
+[[noreturn]] void bad(std::string message) {
+    throw Error(Errc::bad_descriptor, std::move(message), {}, "RemoteRegion::decode");
+}
+
+std::string hex(std::uint64_t v) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out;
+    do {
+        out.insert(out.begin(), digits[v & 0xf]);
+        v >>= 4;
+    } while (v);
+    return "0x" + out;
+}
+
+}  // namespace
+
+RemoteRegion RemoteRegion::slice(std::uint64_t offset, std::uint64_t length) const {
+    if (offset > length_ || length > length_ - offset) {
+        throw Error(Errc::invalid_argument,
+                    "range [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                        ") is outside the region of " + std::to_string(length_) + " bytes",
+                    {}, "RemoteRegion::slice");
+    }
+    return {addr_ + offset, length, rkey_, backend_};
+}
+
+RemoteRegion RemoteRegion::slice(std::uint64_t offset) const {
+    if (offset > length_) return slice(offset, 0);  // throws with the range in the message
+    return slice(offset, length_ - offset);
+}
+
+RemoteRegion::Encoded RemoteRegion::encode() const noexcept {
+    Encoded out{};
+    std::memcpy(out.data(), magic, 4);
+    out[4] = std::byte{encoding_version};
+    out[5] = static_cast<std::byte>(backend_);
+    put64(out.data() + 8, addr_);
+    put64(out.data() + 16, length_);
+    put64(out.data() + 24, rkey_);
+    std::uint32_t h = fnv1a(out.data(), 32);
+    for (int i = 0; i < 4; ++i) out[32 + i] = static_cast<std::byte>(h >> (8 * i));
+    return out;
+}
+
+RemoteRegion RemoteRegion::decode(std::span<const std::byte> b) {
+    if (b.size() != encoded_size) {
+        bad("expected " + std::to_string(encoded_size) + " bytes, got " + std::to_string(b.size()));
+    }
+    if (std::memcmp(b.data(), magic, 4) != 0) bad("not a weft remote-region descriptor (bad magic)");
+    if (static_cast<std::uint8_t>(b[4]) != encoding_version) {
+        bad("descriptor version " + std::to_string(static_cast<unsigned>(b[4])) + " is not supported (accepted: " +
+            std::to_string(encoding_version) + ")");
+    }
+    auto kind = static_cast<std::uint8_t>(b[5]);
+    if (kind < 1 || kind > 3) {
+        bad("unknown backend kind " + std::to_string(kind) + " (accepted: 1 sim, 2 verbs, 3 ofi)");
+    }
+    if (b[6] != std::byte{0} || b[7] != std::byte{0}) bad("reserved bytes are not zero");
+    std::uint32_t h = 0;
+    for (int i = 0; i < 4; ++i) h |= static_cast<std::uint32_t>(b[32 + i]) << (8 * i);
+    if (h != fnv1a(b.data(), 32)) bad("checksum mismatch: the descriptor was corrupted or truncated");
+    std::uint64_t addr = get64(b.data() + 8);
+    std::uint64_t length = get64(b.data() + 16);
+    if (length > std::numeric_limits<std::uint64_t>::max() - addr) {
+        bad("address " + hex(addr) + " + length " + std::to_string(length) + " overflows");
+    }
+    return {addr, length, get64(b.data() + 24), static_cast<BackendKind>(kind)};
+}
+
+MemoryRegion::MemoryRegion() noexcept = default;
+MemoryRegion::MemoryRegion(MemoryRegion&&) noexcept = default;
+MemoryRegion::~MemoryRegion() = default;
+
+MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
+    if (this != &other) {
+        impl_ = std::move(other.impl_);  // releases (deregisters) what this handle held
+        whole_ = std::exchange(other.whole_, {});
+        size_ = std::exchange(other.size_, 0);
+        remote_ = std::exchange(other.remote_, {});
+        access_ = std::exchange(other.access_, Access::none);
+    }
+    return *this;
+}
+
+MemoryRegion::MemoryRegion(std::unique_ptr<detail::MrImpl> impl) noexcept : impl_(std::move(impl)) {
+    whole_.addr = reinterpret_cast<std::uint64_t>(impl_->addr);
+    whole_.length = static_cast<std::uint32_t>(
+        std::min<std::size_t>(impl_->length, std::numeric_limits<std::uint32_t>::max()));
+    whole_.lkey = impl_->lkey;
+    whole_.desc = impl_->desc;
+    size_ = impl_->length;
+    remote_ = RemoteRegion(whole_.addr, impl_->length, impl_->rkey, impl_->kind);
+    access_ = impl_->access;
+}
+
+LocalSegment MemoryRegion::slice(std::size_t offset, std::size_t length) const {
+    if (!impl_) throw Error(Errc::invalid_state, "the region is empty (moved from)", {}, "MemoryRegion::slice");
+    if (offset > size_ || length > size_ - offset) {
+        throw Error(Errc::invalid_argument,
+                    "range [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                        ") is outside the region of " + std::to_string(size_) + " bytes",
+                    {}, "MemoryRegion::slice");
+    }
+    if (length > std::numeric_limits<std::uint32_t>::max()) {
+        throw Error(Errc::invalid_argument,
+                    "a segment is at most 4294967295 bytes; split " + std::to_string(length) + " bytes", {},
+                    "MemoryRegion::slice");
+    }
+    LocalSegment s = whole_;
+    s.addr += offset;
+    s.length = static_cast<std::uint32_t>(length);
+    return s;
+}
+
+}  // namespace weft
