@@ -19,7 +19,7 @@
 
 namespace weft {
 namespace sim {
-const detail::Plugin& plugin() noexcept;  // sim/src/sim_domain.cpp
+const weft::detail::Plugin& plugin() noexcept;  // sim/src/sim_domain.cpp
 }
 
 namespace {

@@ -1,0 +1,109 @@
+// Simulated completion queues: a fixed ring, progress on poll/wait, and an eventfd for epoll users.
+#include "sim.hpp"
+
+#include <weft/error.hpp>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace weft::sim::detail {
+namespace {
+
+// Events a poll may run on an empty queue before returning empty-handed, so a caller that waits for
+// something only it can cause (e.g. posting a receive to end an RNR loop) regains control.
+constexpr std::size_t poll_budget = 4096;
+
+}  // namespace
+
+SimCq::SimCq(std::shared_ptr<SimDomain> domain, std::uint32_t depth)
+    : domain_(std::move(domain)), ring_(depth) {}
+
+SimCq::~SimCq() {
+    if (event_fd_ >= 0) {
+        FabricState& f = *domain_->fabric();
+        std::lock_guard lock(f.mu);
+        std::erase(f.fd_cqs, this);
+        ::close(event_fd_);
+    }
+}
+
+void SimCq::push(const CqEntry& e) noexcept {
+    if (count_ == ring_.size()) {
+        overrun_ = true;
+        return;
+    }
+    ring_[(head_ + count_) % ring_.size()] = e;
+    ++count_;
+}
+
+std::size_t SimCq::poll(std::span<Completion> out) noexcept {
+    FabricState& f = *domain_->fabric();
+    std::lock_guard lock(f.mu);
+    if (count_ == 0) f.run([this] { return count_ != 0; }, UINT64_MAX, poll_budget);
+    std::size_t n = 0;
+    while (n < out.size() && count_ > 0) {
+        const CqEntry& e = ring_[head_];
+        out[n++] = e.wc;
+        if (SimQp* qp = f.find_qp(e.wc.qp_num)) qp->release(e.send_queue, e.wqe);
+        head_ = (head_ + 1) % ring_.size();
+        --count_;
+    }
+    f.sync_fds();
+    return n;
+}
+
+bool SimCq::wait(std::chrono::nanoseconds timeout) {
+    FabricState& f = *domain_->fabric();
+    std::unique_lock lock(f.mu);
+    const std::uint64_t virtual_deadline =
+        timeout.count() <= 0 ? f.now : f.now + static_cast<std::uint64_t>(timeout.count());
+    const auto real_deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+        f.run([this] { return count_ != 0; }, virtual_deadline, SIZE_MAX);
+        if (count_ != 0) return true;
+        if (!f.idle()) {
+            // The next event lies past the deadline: the wait times out in virtual time.
+            f.now = std::max(f.now, virtual_deadline);
+            return false;
+        }
+        // Nothing in flight: only another thread posting can produce a completion. Wait for it in real time.
+        ++f.waiters_;
+        bool woke = f.cv_.wait_until(lock, real_deadline) == std::cv_status::no_timeout;
+        --f.waiters_;
+        if (!woke && f.idle() && count_ == 0) return false;
+    }
+}
+
+int SimCq::fd() {
+    FabricState& f = *domain_->fabric();
+    std::lock_guard lock(f.mu);
+    if (event_fd_ < 0) {
+        event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (event_fd_ < 0) throw_errno(errno, "eventfd failed", "sim", "CompletionQueue::fd");
+        f.fd_cqs.push_back(this);
+        sync_fd();
+    }
+    return event_fd_;
+}
+
+void SimCq::sync_fd() noexcept {
+    // Readable while a poll could make progress: completions queued, or simulated work in flight.
+    bool want = count_ != 0 || !domain_->fabric()->idle();
+    if (want == fd_armed_) return;
+    if (want) {
+        std::uint64_t one = 1;
+        [[maybe_unused]] auto r = ::write(event_fd_, &one, sizeof one);
+    } else {
+        std::uint64_t value = 0;
+        [[maybe_unused]] auto r = ::read(event_fd_, &value, sizeof value);
+    }
+    fd_armed_ = want;
+}
+
+void FabricState::sync_fds() noexcept {
+    for (SimCq* cq : fd_cqs) cq->sync_fd();
+}
+
+}  // namespace weft::sim::detail

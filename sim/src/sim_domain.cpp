@@ -1,0 +1,136 @@
+// The sim backend's setup side: the plugin record, domains (nodes) and their memory-region tables.
+#include "sim.hpp"
+
+#include <weft/error.hpp>
+
+#include <array>
+
+namespace weft::sim {
+namespace detail {
+namespace {
+
+constexpr std::array<KeySpec, 4> sim_keys{{
+    {"seed", "RNG seed for every choice the semantics allow; integer, default 1"},
+    {"fabric", "domains opened with the same name share one simulated fabric; default \"default\""},
+    {"latency_ns", "one-way latency of a message in virtual nanoseconds; 0..10000000000, default 1000"},
+    {"gbps", "link bandwidth in Gbit/s; 0.001..10000, default 100"},
+}};
+
+Params parse_params(const Config& cfg) {
+    Params p;
+    p.name = cfg.get_string("fabric", "default");
+    p.seed = cfg.get_uint("seed", 1, 0, UINT64_MAX);
+    p.latency_ns = cfg.get_uint("latency_ns", 1000, 0, 10'000'000'000ull);
+    p.gbps = cfg.get_double("gbps", 100.0, 0.001, 10000.0);
+    return p;
+}
+
+std::shared_ptr<weft::detail::DomainImpl> open_sim(const Config& cfg) {
+    Params p = parse_params(cfg);
+    auto fabric = attach_fabric(p);
+    return std::make_shared<SimDomain>(std::move(fabric), p);
+}
+
+std::string probe_sim() { return {}; }
+
+const weft::detail::Plugin sim_plugin{
+    weft::detail::plugin_abi_version, "sim", "in-process RC simulator, deterministic from a seed",
+    std::span<const KeySpec>(sim_keys), &probe_sim, &open_sim,
+};
+
+// Keys: slot + 1 in the upper 24 bits, an 8-bit generation below, so a stale key never names a new region.
+constexpr std::uint64_t make_key(std::uint32_t slot, std::uint8_t gen) noexcept {
+    return (static_cast<std::uint64_t>(slot + 1) << 8) | gen;
+}
+
+}  // namespace
+
+SimDomain::SimDomain(std::shared_ptr<FabricState> fabric, const Params& params) : fabric_(std::move(fabric)) {
+    std::lock_guard lock(fabric_->mu);
+    node_ = fabric_->add_node();
+    caps.kind = BackendKind::sim;
+    caps.backend = "sim";
+    caps.device = "sim:" + params.name + "/node" + std::to_string(node_);
+    caps.features = static_cast<std::uint32_t>(
+        Feature::send_with_imm | Feature::write_with_imm | Feature::read | Feature::atomics | Feature::fence |
+        Feature::inline_data | Feature::solicited | Feature::wait | Feature::cq_fd | Feature::rnr |
+        Feature::error_flush | Feature::remote_access_check | Feature::zero_length);
+    caps.max_qp_wr = 32768;
+    caps.max_sge = 32;
+    caps.max_inline = 1024;
+    caps.max_cqe = 1u << 22;
+    caps.max_msg_size = 1ull << 31;
+    caps.max_mr_size = 1ull << 46;
+}
+
+SimDomain::~SimDomain() = default;
+
+std::unique_ptr<weft::detail::MrImpl> SimDomain::register_memory(void* addr, std::size_t length, Access access) {
+    std::lock_guard lock(fabric_->mu);
+    std::uint32_t slot;
+    if (!free_mr_slots_.empty()) {
+        slot = free_mr_slots_.back();
+        free_mr_slots_.pop_back();
+    } else {
+        if (mrs_.size() >= (1u << 24) - 2) {
+            throw Error(Errc::resource_exhausted, "the node has the most memory regions it supports", "sim",
+                        "register_memory");
+        }
+        slot = static_cast<std::uint32_t>(mrs_.size());
+        mrs_.push_back(nullptr);
+        mr_gen_.push_back(0);
+    }
+    mr_gen_[slot] = static_cast<std::uint8_t>(mr_gen_[slot] + 1);
+    auto self = std::static_pointer_cast<SimDomain>(shared_from_this());
+    auto mr = std::make_unique<SimMr>(std::move(self), slot);
+    mr->addr = addr;
+    mr->length = length;
+    mr->lkey = static_cast<std::uint32_t>(make_key(slot, mr_gen_[slot]));
+    mr->rkey = mr->lkey;
+    mr->access = access;
+    mr->kind = BackendKind::sim;
+    mrs_[slot] = mr.get();
+    return mr;
+}
+
+const SimMr* SimDomain::find_mr(std::uint64_t key) const noexcept {
+    std::uint64_t slot_plus_one = key >> 8;
+    if (slot_plus_one == 0 || slot_plus_one > mrs_.size()) return nullptr;
+    std::uint32_t slot = static_cast<std::uint32_t>(slot_plus_one - 1);
+    if ((key & 0xff) != mr_gen_[slot]) return nullptr;
+    return mrs_[slot];
+}
+
+void SimDomain::remove_mr(std::uint32_t slot) noexcept {
+    mrs_[slot] = nullptr;
+    free_mr_slots_.push_back(slot);
+}
+
+SimMr::SimMr(std::shared_ptr<SimDomain> domain, std::uint32_t slot) : domain_(std::move(domain)), slot_(slot) {}
+
+SimMr::~SimMr() {
+    std::lock_guard lock(domain_->fabric()->mu);
+    domain_->remove_mr(slot_);
+}
+
+std::shared_ptr<weft::detail::CqImpl> SimDomain::create_cq(const CqOptions& options) {
+    auto self = std::static_pointer_cast<SimDomain>(shared_from_this());
+    return std::make_shared<SimCq>(std::move(self), options.depth);
+}
+
+std::unique_ptr<weft::detail::QpImpl> SimDomain::create_qp(const weft::detail::QpSetup& setup) {
+    for (const auto* cq : {setup.send_cq.get(), setup.recv_cq.get()}) {
+        const auto* sim_cq = dynamic_cast<const SimCq*>(cq);
+        if (!sim_cq || &sim_cq->domain() != this) {
+            throw Error(Errc::invalid_argument, "a QP's CQs must come from the same domain", "sim", "create_qp");
+        }
+    }
+    auto self = std::static_pointer_cast<SimDomain>(shared_from_this());
+    return std::make_unique<SimQp>(std::move(self), setup);
+}
+
+}  // namespace detail
+
+const weft::detail::Plugin& plugin() noexcept { return detail::sim_plugin; }
+
+}  // namespace weft::sim

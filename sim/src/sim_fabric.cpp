@@ -1,0 +1,178 @@
+// The simulated fabric: the event heap, the QP table, the per-name registry, and the public Fabric API.
+#include "sim.hpp"
+
+#include <weft/error.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+namespace weft::sim {
+namespace detail {
+namespace {
+
+// Event order: earliest time first, then scheduling order.
+bool later(const Event& a, const Event& b) noexcept {
+    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+}
+
+constexpr std::uint32_t slot_bits = 16;
+constexpr std::uint32_t max_qps = 1u << slot_bits;
+
+std::mutex registry_mutex;
+std::map<std::string, std::weak_ptr<FabricState>, std::less<>>& registry() {
+    static std::map<std::string, std::weak_ptr<FabricState>, std::less<>> fabrics;
+    return fabrics;
+}
+
+std::string describe(const Params& p) {
+    return "seed=" + std::to_string(p.seed) + ",latency_ns=" + std::to_string(p.latency_ns) +
+           ",gbps=" + std::to_string(p.gbps);
+}
+
+}  // namespace
+
+FabricState::FabricState(Params p, std::uint64_t fabric_id) : params(std::move(p)), id(fabric_id), rng(params.seed) {
+    events_.reserve(1024);
+}
+
+void FabricState::schedule(Event e) {
+    e.seq = seq_++;
+    events_.push_back(e);
+    std::push_heap(events_.begin(), events_.end(), later);
+}
+
+std::uint64_t FabricState::next_event_time() const noexcept { return events_.empty() ? now : events_.front().time; }
+
+bool FabricState::step() {
+    if (events_.empty()) return false;
+    std::pop_heap(events_.begin(), events_.end(), later);
+    Event e = events_.back();
+    events_.pop_back();
+    now = std::max(now, e.time);
+    ++events_run;
+    SimQp* qp = find_qp(e.qpn);
+    if (!qp) return true;  // the QP was destroyed: its packets and timers vanish with it
+    switch (e.kind) {
+        case EventKind::deliver: qp->on_deliver(e); break;
+        case EventKind::ack: qp->on_ack(e); break;
+        case EventKind::rnr_retry: qp->on_rnr_retry(e); break;
+        case EventKind::timeout: qp->on_timeout(e); break;
+    }
+    return true;
+}
+
+std::uint32_t FabricState::add_qp(SimQp* qp) {
+    std::uint32_t slot;
+    if (!free_slots_.empty()) {
+        slot = free_slots_.back();
+        free_slots_.pop_back();
+    } else {
+        if (qps_.size() >= max_qps - 1) {
+            throw Error(Errc::resource_exhausted, "the fabric has " + std::to_string(qps_.size()) +
+                                                      " queue pairs, the most it supports",
+                        "sim", "create_qp");
+        }
+        slot = static_cast<std::uint32_t>(qps_.size());
+        qps_.push_back(nullptr);
+        qp_gen_.push_back(0);
+    }
+    qps_[slot] = qp;
+    qp_gen_[slot] = (qp_gen_[slot] + 1) & 0xff;
+    // 24-bit QP numbers like verbs: generation in the top byte, slot + 1 below (never 0).
+    return (qp_gen_[slot] << slot_bits) | (slot + 1);
+}
+
+void FabricState::remove_qp(std::uint32_t qpn) noexcept {
+    std::uint32_t slot = (qpn & (max_qps - 1)) - 1;
+    if (slot < qps_.size() && qps_[slot] && qps_[slot]->qp_num == qpn) {
+        qps_[slot] = nullptr;
+        free_slots_.push_back(slot);
+    }
+}
+
+SimQp* FabricState::find_qp(std::uint32_t qpn) const noexcept {
+    std::uint32_t slot = (qpn & (max_qps - 1)) - 1;
+    if (slot >= qps_.size()) return nullptr;
+    SimQp* qp = qps_[slot];
+    return (qp && qp->qp_num == qpn) ? qp : nullptr;
+}
+
+std::shared_ptr<FabricState> attach_fabric(const Params& params) {
+    std::lock_guard lock(registry_mutex);
+    static std::uint64_t instances = 0;
+    auto& fabrics = registry();
+    if (auto it = fabrics.find(params.name); it != fabrics.end()) {
+        if (auto existing = it->second.lock()) {
+            if (!(existing->params == params)) {
+                throw Error(Errc::invalid_config,
+                            "fabric '" + params.name + "' is already open with " + describe(existing->params) +
+                                "; a domain joining it must use the same parameters (asked: " +
+                                describe(params) + ")",
+                            "sim", "open");
+            }
+            return existing;
+        }
+    }
+    std::uint64_t id = std::hash<std::string>{}(params.name) ^ (++instances * 0x9e3779b97f4a7c15ull);
+    auto fabric = std::make_shared<FabricState>(params, id);
+    fabrics[params.name] = fabric;
+    return fabric;
+}
+
+std::uint64_t ack_timeout_ns(std::uint8_t timeout) noexcept {
+    // IB: 4.096 us * 2^timeout; 0 means infinite.
+    return timeout == 0 ? 0 : 4096ull << timeout;
+}
+
+std::uint64_t rnr_delay_ns(std::uint8_t code) noexcept {
+    // IB spec table of RNR NAK timer values, in microseconds x 100 (code 0 is the longest, 655.36 ms).
+    static constexpr std::uint32_t centi_us[32] = {
+        65536, 1,    2,    3,    4,    6,    8,    12,   16,   24,    32,    48,    64,    96,    128,   192,
+        256,   384,  512,  768,  1024, 1536, 2048, 3072, 4096, 6144,  8192,  12288, 16384, 24576, 32768, 49152};
+    return static_cast<std::uint64_t>(centi_us[code & 31]) * 10000ull;
+}
+
+}  // namespace detail
+
+Fabric Fabric::of(const Domain& domain) {
+    auto* sim_domain = dynamic_cast<detail::SimDomain*>(domain.impl());
+    if (!sim_domain) {
+        throw Error(Errc::invalid_argument,
+                    "the domain is not a sim domain (backend '" + domain.capabilities().backend + "')", "sim",
+                    "sim::Fabric::of");
+    }
+    return Fabric(sim_domain->fabric());
+}
+
+std::uint64_t Fabric::now() const {
+    std::lock_guard lock(state_->mu);
+    return state_->now;
+}
+
+std::size_t Fabric::run_until_idle(std::size_t max_events) {
+    std::lock_guard lock(state_->mu);
+    return state_->run([] { return false; }, UINT64_MAX, max_events);
+}
+
+void Fabric::run_for(std::chrono::nanoseconds duration) {
+    std::lock_guard lock(state_->mu);
+    std::uint64_t deadline = state_->now + static_cast<std::uint64_t>(std::max<std::int64_t>(0, duration.count()));
+    state_->run([] { return false; }, deadline, SIZE_MAX);
+    state_->now = std::max(state_->now, deadline);
+}
+
+bool Fabric::idle() const {
+    std::lock_guard lock(state_->mu);
+    return state_->idle();
+}
+
+const std::string& Fabric::name() const { return state_->params.name; }
+std::uint64_t Fabric::seed() const { return state_->params.seed; }
+
+std::uint64_t Fabric::events_processed() const {
+    std::lock_guard lock(state_->mu);
+    return state_->events_run;
+}
+
+}  // namespace weft::sim

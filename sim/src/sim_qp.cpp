@@ -1,0 +1,110 @@
+// Simulated queue pairs, setup side: creation, addresses, connection and state.
+//
+// Address (24 bytes, little-endian): magic "wfSQ", version 1, backend kind 1 (sim), 2 reserved bytes,
+// fabric instance id (u64), node (u32), QP number (u32).
+#include "sim.hpp"
+
+#include <weft/error.hpp>
+
+#include <cstring>
+
+namespace weft::sim::detail {
+namespace {
+
+constexpr std::size_t address_size = 24;
+constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'S'}, std::byte{'Q'}};
+
+template <class T>
+void put(std::byte* p, T v) noexcept {
+    for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::byte>(static_cast<std::uint64_t>(v) >> (8 * i));
+}
+template <class T>
+T get(const std::byte* p) noexcept {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+    return static_cast<T>(v);
+}
+
+[[noreturn]] void bad_address(const std::string& why) {
+    throw Error(Errc::bad_descriptor, why, "sim", "QueuePair::connect");
+}
+
+}  // namespace
+
+SimQp::SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& setup)
+    : domain_(std::move(domain)),
+      fabric_(*domain_->fabric()),
+      send_cq_(std::static_pointer_cast<SimCq>(setup.send_cq)),
+      recv_cq_(std::static_pointer_cast<SimCq>(setup.recv_cq)),
+      options_(setup.options),
+      max_sge_(setup.options.max_sge),
+      max_inline_(setup.options.max_inline),
+      sq_(setup.options.max_send),
+      sq_sge_(static_cast<std::size_t>(setup.options.max_send) * setup.options.max_sge),
+      sq_inline_(static_cast<std::size_t>(setup.options.max_send) * setup.options.max_inline),
+      rq_(std::max<std::uint32_t>(setup.options.max_recv, 1)),
+      rq_sge_(static_cast<std::size_t>(rq_.size()) * setup.options.max_sge) {
+    caps.max_send = setup.options.max_send;
+    caps.max_recv = setup.options.max_recv;
+    caps.max_sge = max_sge_;
+    caps.max_inline = max_inline_;
+    std::lock_guard lock(fabric_.mu);
+    qp_num = fabric_.add_qp(this);
+}
+
+SimQp::~SimQp() {
+    std::lock_guard lock(fabric_.mu);
+    fabric_.remove_qp(qp_num);
+}
+
+std::vector<std::byte> SimQp::address() const {
+    std::vector<std::byte> out(address_size);
+    std::memcpy(out.data(), address_magic, 4);
+    out[4] = std::byte{1};
+    out[5] = static_cast<std::byte>(BackendKind::sim);
+    put<std::uint64_t>(out.data() + 8, fabric_.id);
+    put<std::uint32_t>(out.data() + 16, domain_->node());
+    put<std::uint32_t>(out.data() + 20, qp_num);
+    return out;
+}
+
+void SimQp::connect(std::span<const std::byte> peer) {
+    if (peer.size() != address_size) {
+        bad_address("a sim QP address has " + std::to_string(address_size) + " bytes, got " +
+                    std::to_string(peer.size()));
+    }
+    if (std::memcmp(peer.data(), address_magic, 4) != 0) {
+        bad_address("not a sim QP address (bad magic); addresses of other backends do not mix");
+    }
+    if (peer[4] != std::byte{1}) bad_address("unsupported sim address version " + std::to_string(int(peer[4])));
+    if (peer[5] != static_cast<std::byte>(BackendKind::sim) || peer[6] != std::byte{0} || peer[7] != std::byte{0}) {
+        bad_address("malformed sim QP address header");
+    }
+    auto fabric_id = get<std::uint64_t>(peer.data() + 8);
+    auto peer_qpn = get<std::uint32_t>(peer.data() + 20);
+
+    std::lock_guard lock(fabric_.mu);
+    if (fabric_id != fabric_.id) {
+        bad_address("the peer QP lives on another simulated fabric; open both domains with the same fabric=" +
+                    fabric_.params.name);
+    }
+    if (!fabric_.find_qp(peer_qpn)) {
+        bad_address("no QP " + std::to_string(peer_qpn) + " on fabric '" + fabric_.params.name +
+                    "' (destroyed?)");
+    }
+    if (state_ != QpState::init) {
+        throw Error(Errc::invalid_state,
+                    "QP " + std::to_string(qp_num) + " is in state " + std::string(to_string(state_)) +
+                        "; connect needs a fresh QP (init)",
+                    "sim", "QueuePair::connect");
+    }
+    remote_qpn_ = peer_qpn;
+    state_ = QpState::rts;
+}
+
+QpState SimQp::state() const noexcept {
+    std::lock_guard lock(fabric_.mu);
+    return state_;
+}
+
+}  // namespace weft::sim::detail
