@@ -1,0 +1,141 @@
+// Completion-queue setup: the CQ and its completion channel, blocking wait(), the pollable fd(), and the
+// table that leads a completion's wr_id back to its QP's work queue. Polling itself is in
+// verbs_datapath.cpp.
+//
+// Wait/fd protocol. A verbs CQ raises an event on its channel only when armed (ibv_req_notify_cq), and
+// only for a completion that arrives after the arming; every event read must be acknowledged before the
+// CQ can be destroyed. So:
+// - wait() drains pending events (acknowledging them at once), arms, polls once more to catch a
+//   completion that came before the arm (keeping what it found for the next poll()), then sleeps in
+//   poll(2) on the channel fd. It loops on spurious wake-ups until the deadline.
+// - fd() hands out the channel fd (non-blocking) and switches the CQ to fd mode: from then on, a poll()
+//   that empties the CQ also drains the events and re-arms, then polls once more. A program that waits
+//   on the fd with epoll thus needs no verbs call of its own: wait for readable, poll until empty, wait.
+#include "verbs.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <string>
+
+namespace weft::verbs {
+
+// ---- QueueTable (setup side)
+
+std::uint64_t QueueTable::attach(WorkQueue* wq) {
+    std::lock_guard lock(mutex_);
+    std::uint32_t index = 0;
+    if (!free_.empty()) {
+        index = free_.back();
+        free_.pop_back();
+    } else {
+        if (next_ == chunk_size * chunk_count) {
+            fail(Errc::resource_exhausted,
+                 "a verbs CQ serves at most " + std::to_string(chunk_size * chunk_count) + " work queues",
+                 "create_qp");
+        }
+        index = next_;
+        const std::uint32_t c = index / chunk_size;
+        if (!storage_[c]) {
+            storage_[c] = std::make_unique<Entry[]>(chunk_size);
+            chunks_[c].store(storage_[c].get(), std::memory_order_release);
+        }
+        ++next_;
+        free_.reserve(next_);  // so that detach never allocates
+    }
+    Entry& e = storage_[index / chunk_size][index % chunk_size];
+    auto generation = static_cast<std::uint16_t>(e.generation.load(std::memory_order_relaxed) + 1);
+    if (generation == 0) generation = 1;  // 0 never matches, so a zeroed wr_id is never taken for ours
+    e.generation.store(generation, std::memory_order_relaxed);
+    e.wq.store(wq, std::memory_order_release);
+    return (static_cast<std::uint64_t>(generation) << wr_generation_shift) |
+           (static_cast<std::uint64_t>(index) << wr_index_shift);
+}
+
+void QueueTable::detach(std::uint64_t tag) noexcept {
+    std::lock_guard lock(mutex_);
+    const auto index = static_cast<std::uint32_t>((tag >> wr_index_shift) & 0xffff);
+    storage_[index / chunk_size][index % chunk_size].wq.store(nullptr, std::memory_order_release);
+    free_.push_back(index);  // capacity reserved in attach
+}
+
+// ---- VerbsCq setup
+
+VerbsCq::VerbsCq(std::shared_ptr<Device> device, std::uint32_t depth) : device_(std::move(device)) {
+    ibv_context* ctx = device_->context.get();
+    errno = 0;
+    channel_.reset(::ibv_create_comp_channel(ctx));
+    if (!channel_) {
+        const int err = errno != 0 ? errno : ENOMEM;
+        fail_errno(err, "ibv_create_comp_channel on " + device_->name + " failed", "create_cq");
+    }
+    // Non-blocking, so that draining events never sleeps: wait() sleeps in poll(2) instead.
+    const int flags = ::fcntl(channel_->fd, F_GETFL);
+    if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        fail_errno(errno, "fcntl(O_NONBLOCK) on the completion channel of " + device_->name + " failed",
+                   "create_cq");
+    }
+    errno = 0;
+    cq_.reset(::ibv_create_cq(ctx, static_cast<int>(depth), nullptr, channel_.get(), 0));
+    if (!cq_) {
+        const int err = errno != 0 ? errno : ENOMEM;
+        fail_errno(err, "ibv_create_cq(depth " + std::to_string(depth) + ") on " + device_->name + " failed",
+                   "create_cq");
+    }
+}
+
+std::uint32_t VerbsCq::depth() const noexcept { return static_cast<std::uint32_t>(cq_->cqe); }
+
+void VerbsCq::consume_events() noexcept {
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    unsigned events = 0;
+    while (::ibv_get_cq_event(channel_.get(), &cq, &context) == 0) ++events;
+    if (events != 0) ::ibv_ack_cq_events(cq_.get(), events);
+}
+
+int VerbsCq::arm() noexcept { return ::ibv_req_notify_cq(cq_.get(), 0); }
+
+int VerbsCq::fd() {
+    fd_mode_ = true;
+    consume_events();
+    if (int rc = arm(); rc != 0) fail_errno(rc, "ibv_req_notify_cq failed", "CompletionQueue::fd");
+    return channel_->fd;
+}
+
+bool VerbsCq::wait(std::chrono::nanoseconds timeout) {
+    using clock = std::chrono::steady_clock;
+    if (held_count_ != 0) return true;
+    const auto start = clock::now();
+    const bool forever = timeout >= clock::time_point::max() - start;
+    const auto deadline = forever ? clock::time_point::max() : start + timeout;
+
+    for (;;) {
+        consume_events();
+        if (int rc = arm(); rc != 0) fail_errno(rc, "ibv_req_notify_cq failed", "CompletionQueue::wait");
+        // A completion that came before the arm raises no event: look once more, keeping what we find.
+        held_begin_ = 0;
+        held_count_ = static_cast<std::uint32_t>(drain(held_));
+        if (held_count_ != 0) return true;
+
+        int ms = -1;
+        if (!forever) {
+            const auto left = deadline - clock::now();
+            if (left <= clock::duration::zero()) return false;
+            const auto left_ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+            ms = left_ms > INT_MAX ? INT_MAX : static_cast<int>(left_ms);
+        }
+        pollfd p{channel_->fd, POLLIN, 0};
+        const int rc = ::poll(&p, 1, ms);
+        if (rc < 0 && errno != EINTR) {
+            fail_errno(errno, "poll(2) on the completion channel failed", "CompletionQueue::wait");
+        }
+        if (rc == 0 && !forever && clock::now() >= deadline) return false;
+        // An event (or a signal): go round, which drains the event, re-arms and polls.
+    }
+}
+
+}  // namespace weft::verbs
