@@ -1,0 +1,98 @@
+// Conformance harness implementation: backend selection, pair setup, polling with deadlines.
+#include "harness.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace weft::test {
+namespace {
+
+std::string pick_config() {
+    auto& suite = boost::unit_test::framework::master_test_suite();
+    for (int i = 1; i < suite.argc; ++i) {
+        if (std::strncmp(suite.argv[i], "--backend=", 10) == 0) return suite.argv[i] + 10;
+    }
+    if (const char* env = std::getenv("WEFT_CONFORMANCE_BACKEND"); env && *env) return env;
+    return default_config();
+}
+
+bool is_sim() { return backend_caps().kind == BackendKind::sim; }
+
+}  // namespace
+
+const std::string& backend_config() {
+    static const std::string config = [] {
+        auto c = pick_config();
+        BOOST_TEST_MESSAGE("conformance backend: " << c);
+        return c;
+    }();
+    return config;
+}
+
+const Capabilities& backend_caps() {
+    static const Capabilities caps = [] {
+        auto dom = open(backend_config());
+        return dom.capabilities();
+    }();
+    return caps;
+}
+
+boost::unit_test::precondition needs(Feature f) {
+    return boost::unit_test::precondition([f](boost::unit_test::test_unit_id) {
+        boost::test_tools::assertion_result r(backend_caps().has(f));
+        if (!r) r.message() << "backend '" << backend_config() << "' lacks feature " << to_string(f);
+        return r;
+    });
+}
+
+void Side::fill(std::size_t off, std::size_t len, std::uint8_t seed) {
+    for (std::size_t i = 0; i < len; ++i) buf[off + i] = static_cast<std::byte>(seed + i * 7);
+}
+
+bool Side::holds(std::size_t off, std::size_t len, std::uint8_t seed) const {
+    for (std::size_t i = 0; i < len; ++i) {
+        if (buf[off + i] != static_cast<std::byte>(seed + i * 7)) return false;
+    }
+    return true;
+}
+
+Pair::Pair(QpOptions options, Access access) {
+    for (Side* s : {&a, &b}) {
+        s->domain = open(backend_config());
+        s->cq = s->domain.create_cq({.depth = 1024});
+        QpOptions o = options;
+        o.send_cq = s->cq;
+        o.recv_cq = s->cq;
+        s->qp = s->domain.create_qp(o);
+        s->buf.assign(buffer_size, std::byte{0});
+        s->mr = s->domain.register_memory(s->buf, access);
+    }
+    auto addr_a = a.qp.address();
+    auto addr_b = b.qp.address();
+    a.qp.connect(addr_b);
+    b.qp.connect(addr_a);
+}
+
+std::optional<Completion> maybe_next(CompletionQueue& cq, std::chrono::milliseconds patience) {
+    Completion wc[1];
+    auto deadline = std::chrono::steady_clock::now() + patience;
+    do {
+        if (!cq.poll(wc).empty()) return wc[0];
+        if (!is_sim()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } while (std::chrono::steady_clock::now() < deadline);
+    return std::nullopt;
+}
+
+Completion next(CompletionQueue& cq) {
+    auto c = maybe_next(cq, std::chrono::duration_cast<std::chrono::milliseconds>(completion_deadline));
+    if (!c) BOOST_FAIL("no completion within " << completion_deadline.count() << " s");
+    return *c;
+}
+
+void expect_empty(CompletionQueue& cq) {
+    auto c = maybe_next(cq, std::chrono::milliseconds(20));
+    BOOST_TEST(!c.has_value(), "unexpected completion: " << (c ? *c : Completion{}));
+}
+
+}  // namespace weft::test

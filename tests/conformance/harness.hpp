@@ -1,0 +1,62 @@
+// Conformance harness: the backend under test, a connected pair of QPs, and completion helpers.
+//
+// Every case in tests/conformance runs against the configuration given as `-- --backend=CONFIG` (or
+// $WEFT_CONFORMANCE_BACKEND, or $WEFT_BACKEND, or "sim"). Cases that need an optional feature declare it
+// with `*weft::test::needs(Feature::x)`, which Boost.Test reports as a skip with the reason.
+#pragma once
+
+#include <weft/weft.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft::test {
+
+/// The backend configuration under test.
+const std::string& backend_config();
+/// Capabilities of the backend under test (opened once).
+const Capabilities& backend_caps();
+
+/// A precondition decorator: the case is skipped, with the feature named, when the backend lacks it.
+boost::unit_test::precondition needs(Feature f);
+
+/// How long a helper waits for a completion on a real backend before failing.
+inline constexpr std::chrono::seconds completion_deadline{10};
+
+/// One side: a domain, its CQ, a QP, and a registered buffer.
+struct Side {
+    Domain domain;
+    CompletionQueue cq;
+    QueuePair qp;
+    std::vector<std::byte> buf;
+    MemoryRegion mr;
+
+    LocalSegment seg(std::size_t off, std::size_t len) const { return mr.slice(off, len); }
+    RemoteRegion remote(std::size_t off, std::size_t len) const { return mr.remote().slice(off, len); }
+    void fill(std::size_t off, std::size_t len, std::uint8_t seed);
+    bool holds(std::size_t off, std::size_t len, std::uint8_t seed) const;
+};
+
+/// Two connected QPs, `a` (usually the requester) and `b`, each on its own domain.
+struct Pair {
+    static constexpr std::size_t buffer_size = 64 * 1024;
+
+    explicit Pair(QpOptions options = {}, Access access = all_access);
+
+    Side a;
+    Side b;
+};
+
+/// Polls `cq` until one completion arrives or the deadline passes (then fails the test).
+Completion next(CompletionQueue& cq);
+/// Polls `cq` for up to `attempts` polls (sim) or `patience` (real backends); nullopt when nothing came.
+std::optional<Completion> maybe_next(CompletionQueue& cq, std::chrono::milliseconds patience = std::chrono::milliseconds(50));
+/// Asserts that nothing more is pending on `cq` for a short while.
+void expect_empty(CompletionQueue& cq);
+
+}  // namespace weft::test

@@ -1,0 +1,116 @@
+// Conformance: the post-time contract (queue full, invalid requests, not connected) and CQ waiting.
+#include "harness.hpp"
+
+#include <poll.h>
+
+#include <array>
+#include <vector>
+
+using namespace weft;
+using weft::test::needs;
+using weft::test::next;
+using weft::test::Pair;
+
+BOOST_AUTO_TEST_SUITE(queues)
+
+BOOST_AUTO_TEST_CASE(full_send_queue_posts_nothing) {
+    QpOptions o;
+    o.max_send = 4;
+    Pair p(o);
+    BOOST_REQUIRE(p.a.qp.caps().max_send >= 4u);
+    const std::uint32_t cap = p.a.qp.caps().max_send;
+    std::vector<SendRequest> batch;
+    for (std::uint32_t k = 0; k <= cap; ++k) batch.push_back(write(k, p.a.seg(0, 8), p.b.remote(0, 8)));
+    auto st = p.a.qp.post_send(batch);
+    BOOST_TEST((st.code() == PostStatus::Code::queue_full));
+    weft::test::expect_empty(p.a.cq);  // nothing of the rejected batch was posted
+    batch.pop_back();
+    BOOST_REQUIRE(p.a.qp.post_send(batch));
+    for (std::uint32_t k = 0; k < cap; ++k) BOOST_TEST(next(p.a.cq).id == k);
+}
+
+BOOST_AUTO_TEST_CASE(full_receive_queue_posts_nothing) {
+    QpOptions o;
+    o.max_recv = 2;
+    Pair p(o);
+    const std::uint32_t cap = p.b.qp.caps().max_recv;
+    std::vector<RecvRequest> batch;
+    for (std::uint32_t k = 0; k <= cap; ++k) batch.push_back(recv(k, p.b.seg(k * 64, 64)));
+    auto st = p.b.qp.post_recv(batch);
+    BOOST_TEST((st.code() == PostStatus::Code::queue_full));
+    // The first send must find the first receive of a later, accepted batch.
+    batch.pop_back();
+    batch[0].id = 50;
+    BOOST_REQUIRE(p.b.qp.post_recv(batch));
+    BOOST_REQUIRE(p.a.qp.post_send({send(1, p.a.seg(0, 8))}));
+    BOOST_TEST(next(p.b.cq).id == 50u);
+}
+
+BOOST_AUTO_TEST_CASE(invalid_request_is_named_and_nothing_is_posted) {
+    Pair p;  // max_sge = 1
+    std::array<LocalSegment, 2> two{p.a.seg(0, 8), p.a.seg(8, 8)};
+    auto st = p.a.qp.post_send({
+        write(1, p.a.seg(0, 8), p.b.remote(0, 8)),
+        write(2, p.a.seg(0, 8), p.b.remote(0, 8)),
+        write(3, two, p.b.remote(0, 16)),
+    });
+    BOOST_TEST((st.code() == PostStatus::Code::invalid));
+    BOOST_TEST(st.index() == 2u);
+    BOOST_TEST(std::string(st.reason()).find("max_sge") != std::string::npos);
+    weft::test::expect_empty(p.a.cq);
+    BOOST_TEST(p.a.qp.state() == QpState::rts);
+}
+
+BOOST_AUTO_TEST_CASE(inline_over_the_limit_is_invalid, *needs(Feature::inline_data)) {
+    Pair p;  // max_inline = 0 asked; the QP may have been granted some
+    const std::uint32_t limit = p.a.qp.caps().max_inline;
+    auto st = p.a.qp.post_send({send(1, p.a.seg(0, limit + 1)).inline_data()});
+    BOOST_TEST((st.code() == PostStatus::Code::invalid));
+    BOOST_TEST(st.index() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(atomic_with_wrong_result_size_is_invalid, *needs(Feature::atomics)) {
+    Pair p;
+    auto st = p.a.qp.post_send({fetch_add(1, p.a.seg(0, 4), p.b.remote(0, 8), 1)});
+    BOOST_TEST((st.code() == PostStatus::Code::invalid));
+}
+
+BOOST_AUTO_TEST_CASE(send_before_connect_is_not_connected) {
+    auto dom = open(weft::test::backend_config());
+    auto cq = dom.create_cq();
+    auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    std::vector<std::byte> buf(64);
+    auto mr = dom.register_memory(buf, Access::local_write);
+    auto st = qp.post_send({send(1, mr.slice(0, 8))});
+    BOOST_TEST((st.code() == PostStatus::Code::not_connected));
+    // Receives may be posted before connecting.
+    BOOST_TEST(qp.post_recv({recv(1, mr.slice(0, 64))}).is_ok());
+}
+
+BOOST_AUTO_TEST_CASE(wait_returns_when_a_completion_is_ready, *needs(Feature::wait)) {
+    Pair p;
+    BOOST_REQUIRE(p.a.qp.post_send({write(1, p.a.seg(0, 8), p.b.remote(0, 8))}));
+    BOOST_TEST(p.a.cq.wait(std::chrono::seconds(5)));
+    Completion wc[4];
+    auto got = p.a.cq.poll(wc);
+    BOOST_REQUIRE(got.size() == 1u);
+    BOOST_TEST(got[0].id == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(wait_times_out_when_nothing_comes, *needs(Feature::wait)) {
+    Pair p;
+    BOOST_TEST(!p.b.cq.wait(std::chrono::milliseconds(20)));
+}
+
+BOOST_AUTO_TEST_CASE(cq_fd_becomes_readable_for_a_completion, *needs(Feature::cq_fd)) {
+    Pair p;
+    int fd = p.a.cq.fd();
+    BOOST_REQUIRE(fd >= 0);
+    BOOST_REQUIRE(p.a.qp.post_send({write(1, p.a.seg(0, 8), p.b.remote(0, 8))}));
+    pollfd pfd{fd, POLLIN, 0};
+    BOOST_TEST(::poll(&pfd, 1, 5000) == 1);
+    auto c = next(p.a.cq);
+    BOOST_TEST(c.id == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,133 @@
+// Handles: move-only ownership, release on assignment, setup validation with clear errors.
+#include <weft/weft.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <type_traits>
+#include <vector>
+
+using namespace weft;
+
+static_assert(!std::is_copy_constructible_v<Domain> && std::is_nothrow_move_constructible_v<Domain>);
+static_assert(!std::is_copy_constructible_v<QueuePair> && std::is_nothrow_move_assignable_v<QueuePair>);
+static_assert(!std::is_copy_constructible_v<MemoryRegion> && std::is_nothrow_move_assignable_v<MemoryRegion>);
+static_assert(!std::is_copy_constructible_v<CompletionQueue>);
+static_assert(std::is_trivially_copyable_v<RemoteRegion> && std::is_trivially_copyable_v<SendRequest>);
+
+namespace {
+
+template <class F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(handles)
+
+BOOST_AUTO_TEST_CASE(memory_region_slices_are_bounds_checked) {
+    auto dom = open("sim:fabric=handles1");
+    std::vector<std::byte> buf(4096);
+    auto mr = dom.register_memory(buf, Access::local_write);
+    auto s = mr.slice(100, 200);
+    BOOST_TEST(s.addr == reinterpret_cast<std::uint64_t>(buf.data()) + 100);
+    BOOST_TEST(s.length == 200u);
+    BOOST_TEST(s.lkey == mr.lkey());
+    BOOST_TEST(contains(error_of([&] { (void)mr.slice(4000, 200); }), "outside the region of 4096 bytes"));
+    BOOST_TEST(mr.segment().length == 4096u);
+}
+
+BOOST_AUTO_TEST_CASE(registration_rejects_empty_buffers) {
+    auto dom = open("sim:fabric=handles2");
+    BOOST_TEST(contains(error_of([&] { dom.register_memory(nullptr, 10, Access::local_write); }), "null address"));
+    std::vector<std::byte> buf(8);
+    BOOST_TEST(contains(error_of([&] { dom.register_memory(buf.data(), 0, Access::local_write); }), "zero bytes"));
+}
+
+BOOST_AUTO_TEST_CASE(remote_write_implies_local_write) {
+    auto dom = open("sim:fabric=handles3");
+    std::vector<std::byte> buf(64);
+    auto mr = dom.register_memory(buf, Access::remote_write);
+    BOOST_TEST(has(mr.access(), Access::local_write));
+}
+
+BOOST_AUTO_TEST_CASE(move_assignment_releases_the_old_region) {
+    auto dom = open("sim:fabric=handles4");
+    auto cq = dom.create_cq();
+    auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    auto peer = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    qp.connect(peer.address());
+    peer.connect(qp.address());
+    std::vector<std::byte> a(64), b(64);
+    auto mr = dom.register_memory(a, all_access);
+    auto old_remote = mr.remote();
+    mr = dom.register_memory(b, all_access);  // the first region is deregistered here
+    BOOST_REQUIRE(qp.post_send({write(1, mr.slice(0, 8), old_remote.slice(0, 8))}));
+    Completion wc[1];
+    std::span<Completion> got;
+    for (int i = 0; i < 100 && got.empty(); ++i) got = cq.poll(wc);
+    BOOST_REQUIRE(got.size() == 1u);
+    BOOST_TEST(got[0].status == WcStatus::remote_access);
+}
+
+BOOST_AUTO_TEST_CASE(qp_options_out_of_range_are_named) {
+    auto dom = open("sim:fabric=handles5");
+    auto cq = dom.create_cq();
+    BOOST_TEST(contains(error_of([&] { dom.create_qp({.send_cq = cq, .recv_cq = cq, .max_send = 0}); }),
+                        "max_send = 0 is outside the accepted range 1.."));
+    BOOST_TEST(contains(error_of([&] { dom.create_qp({.send_cq = cq, .recv_cq = cq, .max_sge = 1000}); }), "max_sge"));
+    QpOptions o;
+    o.send_cq = cq;
+    o.recv_cq = cq;
+    o.rnr_retry = 8;
+    BOOST_TEST(contains(error_of([&] { dom.create_qp(o); }), "rnr_retry = 8"));
+    BOOST_TEST(contains(error_of([&] { dom.create_qp({.send_cq = cq}); }), "recv_cq is not set"));
+    BOOST_TEST(contains(error_of([&] { dom.create_cq({.depth = 0}); }), "depth 0 is outside"));
+}
+
+BOOST_AUTO_TEST_CASE(empty_handles_fail_clearly) {
+    QueuePair qp;
+    auto st = qp.post_send({});
+    BOOST_TEST((st.code() == PostStatus::Code::not_connected));
+    BOOST_TEST(contains(error_of([&] { (void)qp.address(); }), "handle is empty"));
+    Domain dom;
+    BOOST_TEST(contains(error_of([&] { dom.create_cq(); }), "handle is empty"));
+}
+
+BOOST_AUTO_TEST_CASE(children_keep_their_domain_alive) {
+    CompletionQueue cq;
+    QueuePair qp;
+    {
+        auto dom = open("sim:fabric=handles6");
+        cq = dom.create_cq();
+        qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    }  // the Domain handle is gone; the QP and CQ still work
+    qp.connect(qp.address());
+    std::vector<std::byte> buf(16);
+    BOOST_TEST(qp.post_send({send(1, std::span<const LocalSegment>{})}).is_ok());
+}
+
+BOOST_AUTO_TEST_CASE(connect_rejects_malformed_and_foreign_addresses) {
+    auto dom = open("sim:fabric=handles7");
+    auto cq = dom.create_cq();
+    auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    std::vector<std::byte> junk(24, std::byte{1});
+    BOOST_TEST(contains(error_of([&] { qp.connect(junk); }), "bad magic"));
+    BOOST_TEST(contains(error_of([&] { qp.connect(std::span(junk).first(3)); }), "got 3"));
+    auto other = open("sim:fabric=handles7b");
+    auto ocq = other.create_cq();
+    auto oqp = other.create_qp({.send_cq = ocq, .recv_cq = ocq});
+    BOOST_TEST(contains(error_of([&] { qp.connect(oqp.address()); }), "another simulated fabric"));
+    qp.connect(qp.address());
+    BOOST_TEST(contains(error_of([&] { qp.connect(qp.address()); }), "connect needs a fresh QP"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
