@@ -194,7 +194,8 @@ PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
 }
 
 PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
-    if (state_.load(std::memory_order_relaxed) == QpState::reset) {
+    const QpState state = state_.load(std::memory_order_relaxed);
+    if (state == QpState::reset) {
         return PostStatus::not_connected("post_recv needs the QP in init or later");
     }
     if (batch.empty()) return PostStatus::ok();
@@ -225,6 +226,15 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     ibv_recv_wr* bad = nullptr;
     if (::ibv_post_recv(qp_.get(), recv_wrs_.get(), &bad) == 0) {
         rq_.head = slot;
+        if (state == QpState::error) {
+            // The contract flushes receives posted to a QP in error. rxe only looks at its receive queue
+            // when its responder runs, which nothing schedules once the QP is in error (its receives
+            // ring no doorbell); re-entering error runs it. ERR -> ERR is legal on every device, and
+            // this costs a system call on the error path only.
+            ibv_qp_attr attr{};
+            attr.qp_state = IBV_QPS_ERR;
+            (void)::ibv_modify_qp(qp_.get(), &attr, IBV_QP_STATE);
+        }
         return PostStatus::ok();
     }
     const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - recv_wrs_.get()) : 0u;
@@ -252,7 +262,9 @@ bool VerbsCq::translate(const ibv_wc& wc, Completion& c) noexcept {
         c.opcode = wq->is_recv ? (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? Opcode::recv_rdma_with_imm : Opcode::recv)
                                : send_completion_opcode(wc.opcode, posted.opcode);
         c.byte_len = wc.byte_len;
-        c.has_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+        // Immediate data belongs to receive completions; rxe also flags the requester's completion of a
+        // *_with_imm request, without a value, which would read as an immediate of 0.
+        c.has_imm = wq->is_recv && (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
         c.imm = c.has_imm ? ntohl(wc.imm_data) : 0;
         c.vendor_err = 0;
     } else {
