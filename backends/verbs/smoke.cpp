@@ -4,6 +4,8 @@
 //   weft-verbs-smoke [CONFIG]        # default CONFIG: verbs:device=rxe0,gid_index=1
 #include <weft/weft.hpp>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -117,6 +119,13 @@ int main(int argc, char** argv) {
         std::cout << "QP a " << p.a.qp_num() << " caps: send " << p.a.caps().max_send << ", recv "
                   << p.a.caps().max_recv << ", sge " << p.a.caps().max_sge << ", inline " << p.a.caps().max_inline
                   << "; QP b " << p.b.qp_num() << '\n';
+        {
+            // Bytes 8..23 of a verbs QP address are the GID this side routes by (see verbs_qp.cpp).
+            auto addr = p.a.address();
+            char text[INET6_ADDRSTRLEN] = {};
+            ::inet_ntop(AF_INET6, addr.data() + 8, text, sizeof text);
+            std::cout << "QP address: " << addr.size() << " bytes, GID " << text << '\n';
+        }
 
         std::cout << "[not connected]\n";
         {

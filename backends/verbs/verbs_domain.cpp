@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -48,6 +49,12 @@ namespace {
 constexpr std::string_view open_call = "open";
 
 std::string errno_text(int err) { return std::system_category().message(err); }
+
+// Appends `item` to a "; "-separated list of findings.
+void append(std::string& list, const std::string& item) {
+    if (!list.empty()) list += "; ";
+    list += item;
+}
 
 bool path_exists(const char* path) {
     struct stat st {};
@@ -102,17 +109,26 @@ std::string device_names(const DeviceScan& scan) {
     return names.empty() ? std::string("none") : names;
 }
 
-// Opens `dev`; nullptr with errno kept on failure.
-ContextPtr open_context(ibv_device* dev) noexcept {
+// Opens `dev`; on failure returns null with the reason in `err`. rdma-core reports a device node it may
+// not open as ENOENT (it goes on to look for another node), so permission is checked here to say what
+// is really wrong.
+ContextPtr open_context(ibv_device* dev, int& err) {
     errno = 0;
-    return ContextPtr(::ibv_open_device(dev));
+    ContextPtr ctx(::ibv_open_device(dev));
+    err = 0;
+    if (!ctx) {
+        err = errno != 0 ? errno : ENODEV;
+        const std::string node = std::string("/dev/infiniband/") + dev->dev_name;
+        if (::access(node.c_str(), R_OK | W_OK) != 0 && (errno == EACCES || errno == EPERM)) err = EACCES;
+    }
+    return ctx;
 }
 
 std::string open_failure(ibv_device* dev, int err) {
     std::string msg = "ibv_open_device(" + std::string(::ibv_get_device_name(dev)) + ") failed";
-    if (err == EACCES || err == EPERM) {
-        msg += " (no permission on /dev/infiniband/uverbs*: the user needs read-write access to it, e.g. "
-               "through the rdma group or udev rules)";
+    if (err == EACCES) {
+        msg += ": no read-write access to /dev/infiniband/" + std::string(dev->dev_name) +
+               " (give the user access, e.g. through the rdma group or a udev rule)";
     }
     return msg;
 }
@@ -124,11 +140,11 @@ std::uint8_t first_active_port(ibv_context* ctx, std::uint8_t port_count, std::s
     for (unsigned p = 1; p <= port_count; ++p) {
         ibv_port_attr attr{};
         if (int rc = ::ibv_query_port(ctx, static_cast<std::uint8_t>(p), &attr); rc != 0) {
-            report += "port " + std::to_string(p) + ": ibv_query_port failed: " + errno_text(rc) + "; ";
+            append(report, "port " + std::to_string(p) + ": ibv_query_port failed: " + errno_text(rc));
             continue;
         }
         if (attr.state == IBV_PORT_ACTIVE) return static_cast<std::uint8_t>(p);
-        report += "port " + std::to_string(p) + " is " + port_state_text(attr.state) + "; ";
+        append(report, "port " + std::to_string(p) + " is " + port_state_text(attr.state));
     }
     return 0;
 }
@@ -296,11 +312,9 @@ void open_device(Device& dev, const Config& cfg, const DeviceScan& scan) {
             fail_errno(ENODEV, "no RDMA device named '" + wanted + "' (found: " + device_names(scan) + ")",
                        open_call);
         }
-        dev.context = open_context(found);
-        if (!dev.context) {
-            const int err = errno != 0 ? errno : ENODEV;
-            fail_errno(err, open_failure(found, err), open_call);
-        }
+        int err = 0;
+        dev.context = open_context(found, err);
+        if (!dev.context) fail_errno(err, open_failure(found, err), open_call);
         dev.name = wanted;
         return;
     }
@@ -308,19 +322,21 @@ void open_device(Device& dev, const Config& cfg, const DeviceScan& scan) {
     // No device named: the first one with an active port (the one asked for, when a port is given).
     std::string report;
     int first_error = 0;
+    bool any_opened = false;
     for (int i = 0; i < scan.count; ++i) {
         ibv_device* d = scan.list[i];
         std::string name = ::ibv_get_device_name(d);
-        ContextPtr ctx = open_context(d);
+        int err = 0;
+        ContextPtr ctx = open_context(d, err);
         if (!ctx) {
-            const int err = errno != 0 ? errno : ENODEV;
             if (first_error == 0) first_error = err;
-            report += open_failure(d, err) + ": " + errno_text(err) + "; ";
+            append(report, open_failure(d, err) + ": " + errno_text(err));
             continue;
         }
+        any_opened = true;
         ibv_device_attr da{};
         if (int rc = ::ibv_query_device(ctx.get(), &da); rc != 0) {
-            report += name + ": ibv_query_device failed: " + errno_text(rc) + "; ";
+            append(report, name + ": ibv_query_device failed: " + errno_text(rc));
             continue;
         }
         std::string ports;
@@ -329,7 +345,7 @@ void open_device(Device& dev, const Config& cfg, const DeviceScan& scan) {
             ibv_port_attr pa{};
             usable = wanted_port <= da.phys_port_cnt && ::ibv_query_port(ctx.get(), wanted_port, &pa) == 0 &&
                      pa.state == IBV_PORT_ACTIVE;
-            if (!usable) ports = "port " + std::to_string(wanted_port) + " is not an active port; ";
+            if (!usable) ports = "port " + std::to_string(wanted_port) + " is not an active port";
         } else {
             usable = first_active_port(ctx.get(), da.phys_port_cnt, ports) != 0;
         }
@@ -338,11 +354,9 @@ void open_device(Device& dev, const Config& cfg, const DeviceScan& scan) {
             dev.name = std::move(name);
             return;
         }
-        report += name + ": " + ports;
+        append(report, name + ": " + ports);
     }
-    if (first_error == EACCES || first_error == EPERM) {
-        fail_errno(first_error, "no RDMA device could be opened: " + report, open_call);
-    }
+    if (!any_opened) fail_errno(first_error, "no RDMA device could be opened: " + report, open_call);
     fail(Errc::backend_unavailable, "no RDMA device has an active port: " + report, open_call);
 }
 
@@ -408,7 +422,10 @@ std::shared_ptr<detail::DomainImpl> open_domain(const Config& cfg) {
 
     errno = 0;
     dev->pd.reset(::ibv_alloc_pd(dev->context.get()));
-    if (!dev->pd) fail_errno(errno != 0 ? errno : ENOMEM, "ibv_alloc_pd(" + dev->name + ") failed", open_call);
+    if (!dev->pd) {
+        const int err = errno != 0 ? errno : ENOMEM;
+        fail_errno(err, "ibv_alloc_pd(" + dev->name + ") failed", open_call);
+    }
 
     fill_capabilities(*dev, da, pa);
     return std::make_shared<VerbsDomain>(std::move(dev));
@@ -420,24 +437,26 @@ std::string probe() {
     DeviceScan scan = scan_devices();
     if (scan.count == 0) return no_device_reason(scan);
     std::string report;
+    bool any_opened = false;
     for (int i = 0; i < scan.count; ++i) {
         ibv_device* d = scan.list[i];
-        ContextPtr ctx = open_context(d);
+        int err = 0;
+        ContextPtr ctx = open_context(d, err);
         if (!ctx) {
-            const int err = errno != 0 ? errno : ENODEV;
-            report += open_failure(d, err) + ": " + errno_text(err) + "; ";
+            append(report, open_failure(d, err) + ": " + errno_text(err));
             continue;
         }
+        any_opened = true;
         ibv_device_attr da{};
         if (int rc = ::ibv_query_device(ctx.get(), &da); rc != 0) {
-            report += std::string(::ibv_get_device_name(d)) + ": ibv_query_device failed: " + errno_text(rc) + "; ";
+            append(report, std::string(::ibv_get_device_name(d)) + ": ibv_query_device failed: " + errno_text(rc));
             continue;
         }
         std::string ports;
         if (first_active_port(ctx.get(), da.phys_port_cnt, ports) != 0) return {};
-        report += std::string(::ibv_get_device_name(d)) + ": " + ports;
+        append(report, std::string(::ibv_get_device_name(d)) + ": " + ports);
     }
-    return "no RDMA device has an active port: " + report;
+    return (any_opened ? "no RDMA device has an active port: " : "no RDMA device could be opened: ") + report;
 }
 
 // ---- The plugin record
