@@ -61,8 +61,8 @@ using ChannelPtr = std::unique_ptr<ibv_comp_channel, DestroyChannel>;
 using QpPtr = std::unique_ptr<ibv_qp, DestroyQp>;
 using DeviceListPtr = std::unique_ptr<ibv_device*[], FreeDeviceList>;
 
-/// The opened device and the port, GID and limits chosen at open. Every object made from a domain holds
-/// a shared_ptr to it, so the context and PD outlive the last MR, CQ and QP.
+// The opened device and the port, GID and limits chosen at open. Every object made from a domain holds
+// a shared_ptr to it, so the context and PD outlive the last MR, CQ and QP.
 struct Device {
     // Declared before `pd` so that the PD is released first.
     ContextPtr context;
@@ -85,16 +85,16 @@ struct Device {
 
 // ---- Work-queue bookkeeping
 
-/// weft's view of one work queue of a QP (its send queue or its receive queue): a ring of slots, one
-/// per posted work request, holding the user's id and opcode. The request in slot i is posted with
-/// wr_id = tag | i; `tag` names the entry of the CQ's QueueTable that leads back here, so a completion
-/// finds its slot without a search.
+// weft's view of one work queue of a QP (its send queue or its receive queue): a ring of slots, one
+// per posted work request, holding the user's id and opcode. The request in slot i is posted with
+// wr_id = tag | i; `tag` names the entry of the CQ's QueueTable that leads back here, so a completion
+// finds its slot without a search.
 ///
-/// A send completion for slot k also retires every older slot: unsignaled requests before it are done
-/// (verbs reports send-queue completions in order). Occupancy is counted here, not left to the
-/// provider, so a batch that does not fit is refused whole before anything is posted.
+// A send completion for slot k also retires every older slot: unsignaled requests before it are done
+// (verbs reports send-queue completions in order). Occupancy is counted here, not left to the
+// provider, so a batch that does not fit is refused whole before anything is posted.
 ///
-/// One thread posts (head), one thread polls the CQ (tail); they may be different threads.
+// One thread posts (head), one thread polls the CQ (tail); they may be different threads.
 struct WorkQueue {
     struct Slot {
         std::uint64_t id = 0;
@@ -112,29 +112,29 @@ struct WorkQueue {
     std::atomic<QpState>* state = nullptr;  // the owning QP's tracked state; the poller sets `error`
 
     std::uint32_t free_slots() const noexcept { return capacity - used.load(std::memory_order_acquire); }
-    /// Retires slot `k` and every older one; returns false when `k` is not outstanding.
+    // Retires slot `k` and every older one; returns false when `k` is not outstanding.
     bool retire_through(std::uint32_t k) noexcept;
 };
 
-/// wr_id layout: bits 63..48 generation, 47..32 QueueTable index, 31..0 slot.
+// wr_id layout: bits 63..48 generation, 47..32 QueueTable index, 31..0 slot.
 inline constexpr unsigned wr_index_shift = 32;
 inline constexpr unsigned wr_generation_shift = 48;
 
-/// Per-CQ table of the work queues that complete into it. Entries are attached and detached at setup
-/// (QP creation and destruction) under a mutex; poll reads them without locking. Storage comes in
-/// chunks that never move, so attaching a QP does not disturb a concurrent poll of other QPs. A
-/// generation in every wr_id makes completions of a destroyed QP (its flushed requests, which the
-/// provider may leave in the CQ) recognisable, so poll drops them instead of touching freed memory.
+// Per-CQ table of the work queues that complete into it. Entries are attached and detached at setup
+// (QP creation and destruction) under a mutex; poll reads them without locking. Storage comes in
+// chunks that never move, so attaching a QP does not disturb a concurrent poll of other QPs. A
+// generation in every wr_id makes completions of a destroyed QP (its flushed requests, which the
+// provider may leave in the CQ) recognisable, so poll drops them instead of touching freed memory.
 class QueueTable {
 public:
     QueueTable() = default;
     QueueTable(const QueueTable&) = delete;
     QueueTable& operator=(const QueueTable&) = delete;
 
-    /// Returns the tag (index and generation in wr_id position) that leads back to `wq`.
+    // Returns the tag (index and generation in wr_id position) that leads back to `wq`.
     std::uint64_t attach(WorkQueue* wq);
     void detach(std::uint64_t tag) noexcept;
-    /// The work queue a wr_id belongs to, or null for one of a detached queue.
+    // The work queue a wr_id belongs to, or null for one of a detached queue.
     WorkQueue* find(std::uint64_t wr_id) const noexcept;
 
 private:
@@ -200,8 +200,8 @@ private:
     bool fd_mode_ = false;  // fd() was asked for: an emptied poll re-arms the channel
 };
 
-/// The transport attributes connect() needs, kept from QpOptions (whose CQ references do not outlive
-/// create_qp).
+// The transport attributes connect() needs, kept from QpOptions (whose CQ references do not outlive
+// create_qp).
 struct TransportOptions {
     std::uint8_t timeout = 14;
     std::uint8_t retry_cnt = 7;
@@ -257,9 +257,9 @@ private:
 
 // ---- Helpers shared by the setup files
 
-/// "fe80::1" style text of a GID, for messages.
+// "fe80::1" style text of a GID, for messages.
 std::string gid_text(const ibv_gid& gid);
-/// 256..4096, or 0 for an unknown enum value.
+// 256..4096, or 0 for an unknown enum value.
 std::uint32_t mtu_bytes(ibv_mtu mtu) noexcept;
 
 }  // namespace weft::verbs
