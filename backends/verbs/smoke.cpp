@@ -325,6 +325,31 @@ int main(int argc, char** argv) {
             std::cout << "    responder state " << p.b.state() << '\n';
         }
 
+        std::cout << "[receive posted between the failure and the poll]\n";
+        {
+            Pair e = make_pair(dom, sized(16), sized(16));
+            connect(e);
+            weft::RemoteRegion bad(remote_b.addr(), 64, remote_b.rkey() ^ 0x5a5a00, weft::BackendKind::verbs);
+            check(e.a.post_send({weft::write(70, mr_a.slice(0, 8), bad.slice(0, 8))}).is_ok(), "bad-rkey write");
+            std::this_thread::sleep_for(200ms);  // the QP fails now, unobserved
+            check(e.a.post_recv({weft::recv(71, mr_a.slice(0, 8))}).is_ok(), "post a receive before polling");
+            auto sa = collect(e.cq_a, 2, 3000ms);
+            check(sa.size() == 2 && sa[0].id == 70 && sa[0].status == weft::WcStatus::remote_access &&
+                      sa[1].id == 71 && sa[1].status == weft::WcStatus::flushed,
+                  "the error, then the receive flushed");
+
+            // The responder of that write went to error too, with no completion to say so.
+            check(e.b.post_recv({weft::recv(72, mr_b.slice(0, 8))}).is_ok(), "post a receive on the responder");
+            auto sb = collect(e.cq_b, 1, 2000ms);
+            std::cout << "    responder: " << sb.size() << " completion(s) within 2 s without state(); ";
+            const auto st = e.b.state();
+            auto sb2 = collect(e.cq_b, 1, 300ms);
+            std::cout << "state() says " << st << "; a receive posted after that: ";
+            check(e.b.post_recv({weft::recv(73, mr_b.slice(0, 8))}).is_ok(), "post another");
+            auto sb3 = collect(e.cq_b, 2, 2000ms);
+            std::cout << "    " << sb3.size() << " completion(s)\n";
+        }
+
         std::cout << "[rnr with rnr_retry=0]\n";
         {
             auto requester = sized(16);

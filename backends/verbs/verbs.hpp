@@ -89,11 +89,11 @@ struct Device {
 // per posted work request, holding the user's id and opcode. The request in slot i is posted with
 // wr_id = tag | i; `tag` names the entry of the CQ's QueueTable that leads back here, so a completion
 // finds its slot without a search.
-///
+//
 // A send completion for slot k also retires every older slot: unsignaled requests before it are done
 // (verbs reports send-queue completions in order). Occupancy is counted here, not left to the
 // provider, so a batch that does not fit is refused whole before anything is posted.
-///
+//
 // One thread posts (head), one thread polls the CQ (tail); they may be different threads.
 struct WorkQueue {
     struct Slot {
@@ -110,6 +110,7 @@ struct WorkQueue {
     std::uint32_t qp_num = 0;
     bool is_recv = false;
     std::atomic<QpState>* state = nullptr;  // the owning QP's tracked state; the poller sets `error`
+    ibv_qp* qp = nullptr;
 
     std::uint32_t free_slots() const noexcept { return capacity - used.load(std::memory_order_acquire); }
     // Retires slot `k` and every older one; returns false when `k` is not outstanding.

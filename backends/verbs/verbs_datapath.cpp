@@ -79,6 +79,17 @@ constexpr bool post_send_allowed(QpState s) noexcept {
     return s == QpState::rts || s == QpState::sqd || s == QpState::sqe || s == QpState::error;
 }
 
+// Moves a QP that is already in error to error again. rxe reads its receive queue only when its
+// responder runs, and a receive rings no doorbell, so a receive posted to a QP in error would never be
+// flushed, against the contract; re-entering error runs the responder. ERR -> ERR is legal on every
+// device. Called once when poll first sees the QP fail, and by post_recv on a QP known to be in error:
+// a system call on error paths only.
+void rerun_error_flush(ibv_qp* qp) noexcept {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    (void)::ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+}
+
 constexpr std::uint32_t next_slot(std::uint32_t slot, std::uint32_t capacity) noexcept {
     return slot + 1 == capacity ? 0 : slot + 1;
 }
@@ -226,15 +237,7 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     ibv_recv_wr* bad = nullptr;
     if (::ibv_post_recv(qp_.get(), recv_wrs_.get(), &bad) == 0) {
         rq_.head = slot;
-        if (state == QpState::error) {
-            // The contract flushes receives posted to a QP in error. rxe only looks at its receive queue
-            // when its responder runs, which nothing schedules once the QP is in error (its receives
-            // ring no doorbell); re-entering error runs it. ERR -> ERR is legal on every device, and
-            // this costs a system call on the error path only.
-            ibv_qp_attr attr{};
-            attr.qp_state = IBV_QPS_ERR;
-            (void)::ibv_modify_qp(qp_.get(), &attr, IBV_QP_STATE);
-        }
+        if (state == QpState::error) rerun_error_flush(qp_.get());
         return PostStatus::ok();
     }
     const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - recv_wrs_.get()) : 0u;
@@ -251,7 +254,8 @@ bool VerbsCq::translate(const ibv_wc& wc, Completion& c) noexcept {
     WorkQueue* wq = queues_.find(wc.wr_id);
     if (wq == nullptr) return false;
     const auto slot = static_cast<std::uint32_t>(wc.wr_id);
-    if (slot >= wq->capacity) return false;
+    // The acquire pairs with the poster's count of the request, ordering its write of the slot first.
+    if (slot >= wq->capacity || wq->used.load(std::memory_order_acquire) == 0) return false;
     const WorkQueue::Slot posted = wq->slots[slot];  // read before retiring: the poster may reuse it then
     if (!wq->retire_through(slot)) return false;
 
@@ -274,7 +278,10 @@ bool VerbsCq::translate(const ibv_wc& wc, Completion& c) noexcept {
         c.has_imm = false;
         c.imm = 0;
         c.vendor_err = wc.vendor_err;
-        wq->state->store(QpState::error, std::memory_order_relaxed);
+        // Receives the program posted between the QP's failure and this poll must flush too.
+        if (wq->state->exchange(QpState::error, std::memory_order_relaxed) != QpState::error) {
+            rerun_error_flush(wq->qp);
+        }
     }
     return true;
 }

@@ -134,11 +134,11 @@ std::uint32_t start_psn(const Device& dev) {
     return rd() & max_24bit;
 }
 
-void init_queue(WorkQueue& wq, std::uint32_t capacity, std::uint32_t qp_num, bool is_recv,
-                std::atomic<QpState>* state) {
+void init_queue(WorkQueue& wq, std::uint32_t capacity, ibv_qp* qp, bool is_recv, std::atomic<QpState>* state) {
     wq.slots = std::make_unique<WorkQueue::Slot[]>(capacity);
     wq.capacity = capacity;
-    wq.qp_num = qp_num;
+    wq.qp_num = qp->qp_num;
+    wq.qp = qp;
     wq.is_recv = is_recv;
     wq.state = state;
 }
@@ -189,8 +189,8 @@ VerbsQp::VerbsQp(std::shared_ptr<Device> device, const detail::QpSetup& setup) :
            "port " + std::to_string(device_->port), "create_qp");
     state_.store(QpState::init, std::memory_order_relaxed);
 
-    init_queue(sq_, caps.max_send, qp_num, false, &state_);
-    init_queue(rq_, caps.max_recv, qp_num, true, &state_);
+    init_queue(sq_, caps.max_send, qp_.get(), false, &state_);
+    init_queue(rq_, caps.max_recv, qp_.get(), true, &state_);
     send_sge_stride_ = init.cap.max_send_sge;
     recv_sge_stride_ = init.cap.max_recv_sge;
     send_wrs_ = std::make_unique<ibv_send_wr[]>(caps.max_send);
