@@ -1,7 +1,7 @@
 // The data path: post_send and post_recv build one ibv_*_wr chain per batch in the QP's preallocated
 // arrays and hand it to the provider in one call; poll translates ibv_wc into weft::Completion and retires
-// the work-queue slots it covers. Nothing here allocates, throws or makes more than one provider call per
-// batch (poll: one per 16 completions).
+// the work-queue slots it covers. Nothing here allocates or throws; a batch costs one provider call (poll:
+// one per 16 completions), plus one ibv_modify_qp on the error path only (see rerun_error_flush).
 #include "verbs.hpp"
 
 #include <arpa/inet.h>
