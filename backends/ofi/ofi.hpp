@@ -1,0 +1,427 @@
+// Internal declarations of the ofi backend (libfabric), shared by its setup files (ofi_plugin.cpp,
+// ofi_domain.cpp, ofi_endpoint.cpp) and its data path (ofi_datapath.cpp). Not installed.
+//
+// Shape of the backend:
+// - OfiDomain owns the fabric and domain fids, the fi_info chosen at open and a Profile: every decision
+//   that depends on the provider (MR mode, how immediates travel, atomics, progress) is made once, there.
+// - OfiCq wraps one fid_cq. It turns provider entries into weft completions through the rings of the
+//   QPs bound to it, so completions leave in posting order whatever order the provider reports them in.
+// - OfiQp owns one endpoint (MSG: plus a passive endpoint for the connection handshake; RDM: plus an
+//   address vector) and two Rings of preallocated Slots, one per queue.
+#pragma once
+
+#include <weft/backend.hpp>
+#include <weft/error.hpp>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace weft::ofi {
+
+inline constexpr std::string_view backend_name = "ofi";
+inline constexpr std::uint32_t fi_api_version = FI_VERSION(1, 17);
+
+// ---- RAII for libfabric objects
+
+template <class T>
+struct FidCloser {
+    void operator()(T* p) const noexcept {
+        if (p) fi_close(&p->fid);
+    }
+};
+template <class T>
+using Fid = std::unique_ptr<T, FidCloser<T>>;
+
+struct InfoFree {
+    void operator()(fi_info* p) const noexcept {
+        if (p) fi_freeinfo(p);
+    }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoFree>;
+
+/// Throws weft::Error for a failed fi_* call: `ret` is the call's negative return value.
+[[noreturn]] void fail(long ret, std::string_view call, std::string_view object, std::string context = {});
+/// Returns `ret` when it is not negative; throws through fail() otherwise.
+inline long check(long ret, std::string_view call, std::string_view object, std::string context = {}) {
+    if (ret < 0) fail(ret, call, object, std::move(context));
+    return ret;
+}
+
+// ---- What the chosen provider needs and offers, decided once at open
+
+struct Profile {
+    std::string provider;           // fabric_attr->prov_name, e.g. "tcp", "shm", "tcp;ofi_rxm"
+    fi_ep_type ep_type = FI_EP_MSG;
+    bool mr_local = false;          // FI_MR_LOCAL: every local buffer needs its fi_mr_desc
+    bool virt_addr = false;         // FI_MR_VIRT_ADDR: targets are virtual addresses, not offsets
+    bool prov_key = false;          // FI_MR_PROV_KEY: the provider picks MR keys
+    bool our_keys = false;          // we pick keys: they carry the region base and the atomic right
+    bool native_imm = false;        // FI_RX_CQ_DATA: remote CQ data consumes a posted receive
+    bool emulated_imm = false;      // write_with_imm = write + zero-length marker send (see ofi_datapath)
+    bool atomics = false;
+    bool fence = false;             // FI_FENCE in caps
+    bool manual_progress = false;   // data_progress == FI_PROGRESS_MANUAL
+    bool verbs_status = false;      // prov_errno is an ibv_wc_status (the verbs provider)
+    bool wait_fd = false;           // CQs open with FI_WAIT_FD
+    bool delivery_complete = false; // sends and writes complete once placed at the target
+    std::size_t inject_size = 0;
+    std::size_t cq_data_size = 0;
+    std::uint32_t iov_limit = 1;
+    std::uint64_t msg_order = 0;
+};
+
+// Immediate encoding for emulated write_with_imm: the marker send's 64-bit CQ data carries the
+// immediate (low 32 bits), the write length (bits 32..62) and this bit.
+inline constexpr std::uint64_t imm_marker_bit = 1ull << 63;
+inline constexpr std::uint64_t emulated_imm_max_length = (1ull << 31) - 1;
+
+// Keys we choose (no FI_MR_PROV_KEY): base address << 16 | atomic right << 15 | sequence (15 bits).
+inline constexpr unsigned key_base_shift = 16;
+inline constexpr std::uint64_t key_atomic_bit = 1ull << 15;
+inline constexpr std::uint64_t key_seq_mask = key_atomic_bit - 1;
+
+// ---- Registered regions, found by lkey on the data path (lock-free reads)
+
+struct MrEntry {
+    std::atomic<std::uint32_t> lkey{0};  // 0: free
+    std::uint64_t addr = 0;
+    std::uint64_t length = 0;
+    void* desc = nullptr;
+    bool local_write = false;
+};
+
+class MrTable {
+public:
+    static constexpr std::uint32_t chunk_bits = 10;
+    static constexpr std::uint32_t chunk_size = 1u << chunk_bits;
+    static constexpr std::uint32_t index_bits = 20;  // up to 1M live regions per domain
+    static constexpr std::uint32_t max_chunks = (1u << index_bits) / chunk_size;
+    static_assert((1u << index_bits) % chunk_size == 0);
+
+    MrTable() = default;
+    MrTable(const MrTable&) = delete;
+    MrTable& operator=(const MrTable&) = delete;
+    ~MrTable();
+
+    /// Returns the lkey of a new entry: index (low 20 bits, from 1) | generation << 20.
+    std::uint32_t insert(std::uint64_t addr, std::uint64_t length, void* desc, bool local_write);
+    void erase(std::uint32_t lkey) noexcept;
+    /// The live entry for `lkey`, or null.
+    const MrEntry* find(std::uint32_t lkey) const noexcept {
+        std::uint32_t index = lkey & ((1u << index_bits) - 1);
+        MrEntry* chunk = chunks_[index >> chunk_bits].load(std::memory_order_acquire);
+        if (chunk == nullptr || index == 0) return nullptr;
+        const MrEntry& e = chunk[index & (chunk_size - 1)];
+        return e.lkey.load(std::memory_order_acquire) == lkey ? &e : nullptr;
+    }
+
+private:
+    std::array<std::atomic<MrEntry*>, max_chunks> chunks_{};
+    std::mutex mu_;
+    std::vector<std::uint32_t> free_;
+    std::vector<std::uint8_t> generation_;
+    std::uint32_t next_ = 1;
+};
+
+class OfiCq;
+class OfiQp;
+struct Ring;
+struct Slot;
+
+// ---- Domain
+
+class OfiDomain final : public detail::DomainImpl {
+public:
+    explicit OfiDomain(const Config& cfg);
+    ~OfiDomain() override;
+
+    std::unique_ptr<detail::MrImpl> register_memory(void* addr, std::size_t length, Access access) override;
+    std::shared_ptr<detail::CqImpl> create_cq(const CqOptions& options) override;
+    std::unique_ptr<detail::QpImpl> create_qp(const detail::QpSetup& setup) override;
+
+    const Profile& profile() const noexcept { return profile_; }
+    fi_info* info() const noexcept { return info_.get(); }
+    fid_fabric* fabric() const noexcept { return fabric_.get(); }
+    fid_domain* domain() const noexcept { return domain_.get(); }
+    const MrTable& mrs() const noexcept { return mrs_; }
+    MrTable& mrs() noexcept { return mrs_; }
+
+private:
+    void choose_info(const Config& cfg);
+    void fill_capabilities();
+
+    InfoPtr info_;
+    Profile profile_;
+    Fid<fid_fabric> fabric_;
+    Fid<fid_domain> domain_;
+    MrTable mrs_;
+    std::mutex key_mu_;
+    std::uint64_t key_seq_ = 0;
+};
+
+class OfiMr final : public detail::MrImpl {
+public:
+    OfiMr(std::shared_ptr<OfiDomain> dom, Fid<fid_mr> mr) : dom_(std::move(dom)), mr_(std::move(mr)) {}
+    ~OfiMr() override;
+
+private:
+    std::shared_ptr<OfiDomain> dom_;
+    Fid<fid_mr> mr_;
+};
+
+// ---- Slots and rings
+
+enum class OpKind : std::uint8_t { none, send, write, read, fetch_add, compare_swap, recv, imm_marker };
+
+// One provider operation of a slot: the fi_context2 comes first so that a provider asking for
+// FI_CONTEXT/FI_CONTEXT2 finds its scratch space at the op_context pointer.
+struct OpRef {
+    fi_context2 ctx;
+    Slot* slot = nullptr;
+};
+
+// A queue entry: what the request was, what the provider must do for it, and how it ended.
+struct Slot {
+    std::array<OpRef, 2> ops;
+    Ring* ring = nullptr;
+    std::uint64_t seq = 0;          // position in the ring's sequence
+    std::uint64_t id = 0;
+    std::uint64_t raddr = 0;        // translated remote address
+    std::uint64_t rkey = 0;
+    std::uint64_t data = 0;         // remote CQ data
+    std::uint64_t fi_flags = 0;
+    std::uint64_t operand[2] = {0, 0};  // atomics: add/compare, swap
+    iovec* iov = nullptr;           // ring-owned, max_sge entries
+    void** desc = nullptr;
+    std::uint32_t iov_count = 0;
+    std::uint32_t length = 0;       // request length; receives: bytes placed
+    std::uint32_t imm = 0;
+    std::uint32_t vendor_err = 0;
+    std::array<OpKind, 2> kind{OpKind::none, OpKind::none};
+    std::uint8_t ops_total = 0;     // provider operations this slot needs (0: completed at post)
+    std::uint8_t ops_posted = 0;
+    std::uint8_t ops_left = 0;      // provider operations not yet completed
+    Opcode opcode = Opcode::send;   // opcode the completion reports
+    WcStatus status = WcStatus::success;
+    bool report = true;             // signaled (receives always)
+    bool has_imm = false;
+    std::atomic<bool> done{false};
+};
+
+inline constexpr std::uint64_t no_seq = ~0ull;
+
+struct Ring {
+    OfiQp* qp = nullptr;
+    OfiCq* cq = nullptr;
+    bool send_side = true;
+    std::uint32_t limit = 0;        // the QP's max_send / max_recv
+    std::uint32_t mask = 0;         // storage is a power of two >= limit
+    std::unique_ptr<Slot[]> slots;
+    std::unique_ptr<iovec[]> iovs;
+    std::unique_ptr<void*[]> descs;
+
+    // Producer side (post_*): slots filled, and slots handed to the provider (or completed at post).
+    // The producer moves them on the fast path; anyone holding the QP's lock moves them otherwise.
+    std::atomic<std::uint64_t> tail{0};
+    std::atomic<std::uint64_t> posted{0};
+    // Producer fast path allowed: the endpoint takes posts, nothing is backlogged, no error.
+    std::atomic<bool> direct{false};
+
+    // Consumer side (the CQ): next slot to deliver, and the first slot not yet reusable.
+    std::uint64_t head = 0;
+    std::atomic<std::uint64_t> freed{0};
+    std::atomic<std::uint64_t> flush_from{no_seq};  // slots at or after this complete `flushed`
+    std::atomic<std::uint64_t> error_origin{no_seq};  // the slot whose error put the QP in error
+
+    // Links in the CQ's lists.
+    Ring* ready_next = nullptr;
+    bool in_ready = false;
+    Ring* inbox_next = nullptr;
+    std::atomic<bool> in_inbox{false};
+
+    Slot& at(std::uint64_t seq) noexcept { return slots[seq & mask]; }
+};
+
+// ---- Completion queue
+
+class OfiCq final : public detail::CqImpl {
+public:
+    OfiCq(std::shared_ptr<OfiDomain> dom, const CqOptions& options);
+    ~OfiCq() override;
+
+    std::size_t poll(std::span<Completion> out) noexcept override;
+    bool wait(std::chrono::nanoseconds timeout) override;
+    int fd() override { return wait_fd_; }
+    std::uint32_t depth() const noexcept override { return depth_; }
+
+    fid_cq* fid() const noexcept { return cq_.get(); }
+    const OfiDomain* owner() const noexcept { return dom_.get(); }
+    const Profile& profile() const noexcept { return *profile_; }
+
+    /// From any thread: `ring` has slots completed without a provider entry (synthetic completions).
+    void notify(Ring& ring) noexcept;
+    /// Drives provider progress without consuming entries (safe from any thread).
+    void kick() noexcept;
+    /// Reads every pending provider entry into the rings (the consumer side; used on QP teardown).
+    void drain_provider() noexcept;
+    /// Forgets `ring` (its QP is going away); the caller has drained the provider first.
+    void detach(Ring& ring) noexcept;
+
+private:
+    std::size_t pump() noexcept;
+    void absorb(const fi_cq_data_entry& e) noexcept;
+    void absorb_error() noexcept;
+    void slot_finished(Slot& s) noexcept;
+    void link_ready(Ring& r) noexcept;
+    void take_inbox() noexcept;
+    std::size_t deliver(std::span<Completion> out, std::size_t n) noexcept;
+    bool deliverable() noexcept;
+    void arm_fd() noexcept;
+
+    std::shared_ptr<OfiDomain> dom_;
+    const Profile* profile_;
+    Fid<fid_cq> cq_;
+    std::uint32_t depth_;
+    int wait_fd_ = -1;
+    Ring* ready_head_ = nullptr;
+    Ring* ready_tail_ = nullptr;
+    std::atomic<Ring*> inbox_{nullptr};
+    std::array<fi_cq_data_entry, 32> entries_{};
+};
+
+// ---- Queue pair
+
+// The QP address handed to the peer (see ofi_endpoint.cpp for the layout).
+struct PeerAddress {
+    fi_ep_type ep_type = FI_EP_MSG;
+    std::uint8_t flags = 0;
+    std::uint32_t addr_format = 0;
+    std::uint64_t nonce = 0;
+    std::string provider;
+    std::vector<std::byte> name;
+};
+
+class OfiQp final : public detail::QpImpl {
+public:
+    OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup);
+    ~OfiQp() override;
+
+    PostStatus post_send(std::span<const SendRequest> batch) noexcept override;
+    PostStatus post_recv(std::span<const RecvRequest> batch) noexcept override;
+    std::vector<std::byte> address() const override;
+    void connect(std::span<const std::byte> peer) override;
+    QpState state() const noexcept override { return state_.load(std::memory_order_acquire); }
+
+    /// Advances the connection handshake and posts backlogged requests. Returns true while the QP
+    /// still needs to be driven. Takes the QP's lock; `try_only` gives up when it is held elsewhere.
+    bool drive(bool try_only) noexcept;
+    /// Moves the QP to the error state because slot `origin_seq` of `origin` failed.
+    void enter_error(Ring& origin, std::uint64_t origin_seq) noexcept;
+    bool in_error() const noexcept { return error_.load(std::memory_order_acquire); }
+    std::uint64_t nonce() const noexcept { return nonce_; }
+    bool connect_called() const noexcept { return connect_called_.load(std::memory_order_acquire); }
+
+private:
+    enum class Cm : std::uint8_t { idle, active_wait, passive_wait_request, passive_wait_established, done, failed };
+
+    // Setup (ofi_endpoint.cpp)
+    void open_msg();
+    void open_rdm();
+    void make_endpoint(fi_info* info);
+    void encode_address();
+    bool drive_cm() noexcept;
+    void accept_request(fi_info* request) noexcept;
+    void established() noexcept;
+    void connection_failed(int err) noexcept;
+    void teardown() noexcept;
+
+    // Data path (ofi_datapath.cpp)
+    bool prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept;
+    bool prepare_recv(Slot& s, const RecvRequest& r, bool flush) noexcept;
+    bool check_local(Slot& s, std::span<const LocalSegment> segs, bool need_write) noexcept;
+    void finish_at_post(Slot& s, WcStatus status) noexcept;
+    long issue(Slot& s, unsigned op) noexcept;
+    bool post_range(Ring& r) noexcept;
+    PostStatus post_slow(Ring& r, bool synthetic) noexcept;
+    void cancel_receives() noexcept;
+    void progress_own() noexcept;
+    bool ready_to_post(const Ring& r) const noexcept;
+    void refresh_direct() noexcept;
+
+    friend class OfiCq;
+
+    std::shared_ptr<OfiDomain> dom_;
+    std::shared_ptr<OfiCq> send_cq_;
+    std::shared_ptr<OfiCq> recv_cq_;
+    const Profile& profile_;
+    Capabilities dcaps_;
+
+    Fid<fid_eq> eq_;
+    Fid<fid_pep> pep_;
+    Fid<fid_av> av_;
+    Fid<fid_ep> ep_;
+    Fid<fid_mr> operand_mr_;     // registers the slots' atomic operands when FI_MR_LOCAL
+    void* operand_desc_ = nullptr;
+    fi_addr_t peer_ = FI_ADDR_UNSPEC;
+
+    Ring send_;
+    Ring recv_;
+
+    std::mutex mu_;                       // slow paths: connecting, backlog, error
+    std::atomic<QpState> state_{QpState::init};
+    std::atomic<bool> error_{false};
+    std::atomic<bool> connect_called_{false};
+    std::atomic<bool> ep_ready_{false};   // the endpoint exists and takes receives
+    Cm cm_ = Cm::idle;
+    std::uint64_t nonce_ = 0;
+    std::vector<std::byte> my_address_;
+    std::vector<std::byte> my_name_;
+    PeerAddress peer_addr_;
+    std::string cm_error_;
+    // The status of the request at the error origin when no provider entry tells it (connection lost).
+    WcStatus origin_status_ = WcStatus::general;
+    std::uint32_t origin_vendor_err_ = 0;
+};
+
+// ---- Process-wide bookkeeping: QPs by nonce, QPs that need driving, CQs that need manual progress
+
+namespace registry {
+void add_live(OfiQp* qp);
+void remove_live(OfiQp* qp);
+/// Whether a QP with `nonce` lives in this process and has called connect().
+bool peer_connecting(std::uint64_t nonce);
+/// False while a QP with `nonce` lives in this process and its handshake is under way.
+bool peer_settled(std::uint64_t nonce);
+
+void want_attention(OfiQp* qp);
+void drop_attention(OfiQp* qp);
+/// Drives every QP that needs it (connecting or backlogged). Cheap when none does.
+void drive_all(bool try_only) noexcept;
+bool attention_pending() noexcept;
+
+void add_manual(OfiCq* cq);
+void remove_manual(OfiCq* cq);
+/// Kicks the progress engine of every manual-progress CQ of the process except `self`.
+void kick_others(const OfiCq* self) noexcept;
+}  // namespace registry
+
+/// The status of a failed provider operation.
+WcStatus map_error(const Profile& p, int err, int prov_errno) noexcept;
+
+}  // namespace weft::ofi

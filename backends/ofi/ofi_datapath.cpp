@@ -1,0 +1,681 @@
+// The ofi backend's data path: posting batches, reading the provider's CQ, and delivering completions
+// in weft's order. No allocation, no exceptions, no virtual call per request.
+//
+// Every request takes a Slot of its queue's Ring; the slot's OpRef is the provider's op_context, so an
+// entry read from the fid_cq names its slot whatever order the provider completes in. A CQ delivers a
+// ring's slots strictly in sequence, which gives weft's ordering contract on providers that complete
+// out of order (rxm, shm). Every provider operation asks for a completion (no FI_SELECTIVE_COMPLETION):
+// only a completion tells when a slot's context and buffers are free again; unsignaled successes are
+// dropped at delivery instead. A slot becomes reusable when a later reported completion is delivered, as
+// with verbs.
+//
+// write_with_imm on providers whose remote CQ data does not consume a receive (tcp, shm, rxm) is a
+// write followed by a zero-length send whose CQ data carries the immediate, the write length and
+// imm_marker_bit; the target reports that receive as recv_rdma_with_imm. It relies on the provider
+// placing a send after an earlier write (FI_ORDER_SAW), see docs/backends/ofi.md.
+#include "ofi.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace weft::ofi {
+namespace {
+
+constexpr int eagain_retries = 256;
+
+bool is_flushed_origin(const Ring& r, std::uint64_t seq) noexcept {
+    return r.error_origin.load(std::memory_order_acquire) == seq;
+}
+
+}  // namespace
+
+// ---- Status mapping
+
+WcStatus map_error(const Profile& p, int err, int prov_errno) noexcept {
+    // The verbs provider hands back the ibv_wc_status; weft's WcStatus has the same order.
+    if (p.verbs_status && prov_errno > 0 && prov_errno < wc_status_count) return static_cast<WcStatus>(prov_errno);
+    switch (err) {
+        case FI_ECANCELED: return WcStatus::flushed;
+        case FI_EACCES:
+        case FI_EKEYREJECTED:
+        case FI_EPERM: return WcStatus::remote_access;
+        case FI_ETRUNC:
+        case FI_EMSGSIZE:
+        case FI_ETOOSMALL: return WcStatus::local_length;
+        case FI_ETIMEDOUT:
+        case FI_ECONNREFUSED:
+        case FI_ECONNRESET:
+        case FI_ECONNABORTED:
+        case FI_ENOTCONN:
+        case FI_EHOSTUNREACH:
+        case FI_ENETDOWN:
+        case FI_ENETUNREACH:
+        case FI_ESHUTDOWN: return WcStatus::transport_retry_exceeded;
+        case FI_ENORX: return WcStatus::rnr_retry_exceeded;
+        case FI_EINVAL: return WcStatus::remote_invalid_request;
+        case FI_EOPBADSTATE: return WcStatus::local_qp_operation;
+        case FI_EREMOTEIO: return WcStatus::remote_operation;
+        default: return WcStatus::general;
+    }
+}
+
+// ---- Posting
+
+bool OfiQp::ready_to_post(const Ring& r) const noexcept {
+    if (!ep_ready_.load(std::memory_order_acquire)) return false;
+    return !r.send_side || state_.load(std::memory_order_acquire) == QpState::rts;
+}
+
+void OfiQp::refresh_direct() noexcept {
+    for (Ring* r : {&send_, &recv_}) {
+        bool ok = !error_.load(std::memory_order_acquire) && ready_to_post(*r) &&
+                  r->posted.load(std::memory_order_relaxed) == r->tail.load(std::memory_order_relaxed);
+        r->direct.store(ok, std::memory_order_release);
+    }
+}
+
+void OfiQp::finish_at_post(Slot& s, WcStatus status) noexcept {
+    s.status = status;
+    s.ops_total = 0;
+    s.ops_left = 0;
+    s.done.store(true, std::memory_order_release);
+}
+
+// Looks every segment up by lkey and checks it lies in its region with the rights it needs: providers
+// without FI_MR_LOCAL check nothing locally, and verbs reports these as local_protection.
+bool OfiQp::check_local(Slot& s, std::span<const LocalSegment> segs, bool need_write) noexcept {
+    const MrTable& mrs = dom_->mrs();
+    std::uint32_t n = 0;
+    for (const LocalSegment& g : segs) {
+        if (g.length == 0) continue;
+        const MrEntry* e = mrs.find(g.lkey);
+        if (e == nullptr || g.addr < e->addr || g.addr - e->addr > e->length ||
+            g.length > e->length - (g.addr - e->addr) || (need_write && !e->local_write)) {
+            return false;
+        }
+        s.iov[n].iov_base = reinterpret_cast<void*>(g.addr);
+        s.iov[n].iov_len = g.length;
+        s.desc[n] = e->desc;
+        ++n;
+    }
+    s.iov_count = n;
+    return true;
+}
+
+// Fills `s` for `r`. Returns false when the request failed locally (the QP is then in error).
+bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
+    s.id = r.id;
+    s.report = has(r.flags, SendFlags::signaled);
+    s.status = WcStatus::success;
+    s.vendor_err = 0;
+    s.opcode = completion_opcode(r.opcode);
+    s.length = static_cast<std::uint32_t>(r.length());
+    s.has_imm = false;
+    s.imm = 0;
+    s.data = 0;
+    s.iov_count = 0;
+    s.ops_posted = 0;
+    s.kind = {OpKind::none, OpKind::none};
+    s.fi_flags = FI_COMPLETION | (profile_.delivery_complete ? FI_DELIVERY_COMPLETE : 0);
+    if (flush) {
+        bool origin = is_flushed_origin(send_, s.seq);
+        s.vendor_err = origin ? origin_vendor_err_ : 0;
+        finish_at_post(s, origin ? origin_status_ : WcStatus::flushed);
+        return true;
+    }
+    auto segs = r.segments();
+    if (has(r.flags, SendFlags::inline_data)) {
+        // The provider copies the payload at post time (FI_INJECT): no registration needed.
+        std::uint32_t n = 0;
+        for (const LocalSegment& g : segs) {
+            if (g.length == 0) continue;
+            s.iov[n].iov_base = reinterpret_cast<void*>(g.addr);
+            s.iov[n].iov_len = g.length;
+            s.desc[n] = nullptr;
+            ++n;
+        }
+        s.iov_count = n;
+        s.fi_flags |= FI_INJECT;
+    } else if (!check_local(s, segs, r.opcode == Opcode::read || is_atomic(r.opcode))) {
+        finish_at_post(s, WcStatus::local_protection);
+        enter_error(send_, s.seq);
+        return false;
+    }
+    if (has(r.flags, SendFlags::fence) && profile_.fence) s.fi_flags |= FI_FENCE;
+    if (needs_remote(r.opcode)) {
+        s.rkey = r.rkey;
+        s.raddr = profile_.virt_addr ? r.remote_addr : r.remote_addr - (r.rkey >> key_base_shift);
+    }
+    switch (r.opcode) {
+        case Opcode::send:
+            s.kind[0] = OpKind::send;
+            break;
+        case Opcode::send_with_imm:
+            s.kind[0] = OpKind::send;
+            s.fi_flags |= FI_REMOTE_CQ_DATA;
+            s.data = r.imm;
+            break;
+        case Opcode::write:
+        case Opcode::read:
+            if (s.length == 0) {
+                // Nothing to move and, as the contract says, no rkey to check.
+                finish_at_post(s, WcStatus::success);
+                return true;
+            }
+            s.kind[0] = r.opcode == Opcode::write ? OpKind::write : OpKind::read;
+            break;
+        case Opcode::write_with_imm:
+            if (profile_.native_imm) {
+                s.kind[0] = OpKind::write;
+                s.fi_flags |= FI_REMOTE_CQ_DATA;
+                s.data = r.imm;
+            } else {
+                s.data = imm_marker_bit | (static_cast<std::uint64_t>(s.length) << 32) | r.imm;
+                if (s.length > 0) {
+                    s.kind = {OpKind::write, OpKind::imm_marker};
+                } else {
+                    s.kind[0] = OpKind::imm_marker;
+                }
+            }
+            break;
+        case Opcode::fetch_add:
+        case Opcode::compare_swap:
+            if (r.remote_addr % 8 != 0) {
+                finish_at_post(s, WcStatus::remote_invalid_request);
+                enter_error(send_, s.seq);
+                return false;
+            }
+            if (profile_.our_keys && (r.rkey & key_atomic_bit) == 0) {
+                finish_at_post(s, WcStatus::remote_access);
+                enter_error(send_, s.seq);
+                return false;
+            }
+            s.operand[0] = r.compare_add;
+            s.operand[1] = r.swap;
+            s.kind[0] = r.opcode == Opcode::fetch_add ? OpKind::fetch_add : OpKind::compare_swap;
+            break;
+        default:
+            finish_at_post(s, WcStatus::local_qp_operation);
+            enter_error(send_, s.seq);
+            return false;
+    }
+    s.ops_total = s.kind[1] != OpKind::none ? 2 : 1;
+    s.ops_left = s.ops_total;
+    return true;
+}
+
+bool OfiQp::prepare_recv(Slot& s, const RecvRequest& r, bool flush) noexcept {
+    s.id = r.id;
+    s.report = true;
+    s.status = WcStatus::success;
+    s.vendor_err = 0;
+    s.opcode = Opcode::recv;
+    s.length = 0;
+    s.has_imm = false;
+    s.imm = 0;
+    s.iov_count = 0;
+    s.ops_posted = 0;
+    s.kind = {OpKind::recv, OpKind::none};
+    s.fi_flags = FI_COMPLETION;
+    if (flush) {
+        finish_at_post(s, WcStatus::flushed);
+        return true;
+    }
+    if (!check_local(s, r.segments(), true)) {
+        finish_at_post(s, WcStatus::local_protection);
+        enter_error(recv_, s.seq);
+        return false;
+    }
+    s.ops_total = 1;
+    s.ops_left = 1;
+    return true;
+}
+
+long OfiQp::issue(Slot& s, unsigned op) noexcept {
+    fid_ep* ep = ep_.get();
+    void* ctx = &s.ops[op];
+    const std::uint64_t data_flags = s.fi_flags & ~(op == 0 ? 0 : FI_FENCE);
+    switch (s.kind[op]) {
+        case OpKind::send: {
+            // shm (1.17) never completes a zero-length send that asks for FI_DELIVERY_COMPLETE.
+            fi_msg m{s.iov, s.desc, s.iov_count, peer_, ctx, s.data};
+            return fi_sendmsg(ep, &m, s.iov_count == 0 ? data_flags & ~FI_DELIVERY_COMPLETE : data_flags);
+        }
+        case OpKind::imm_marker: {
+            fi_msg m{nullptr, nullptr, 0, peer_, ctx, s.data};
+            std::uint64_t flags = FI_COMPLETION | FI_REMOTE_CQ_DATA | (profile_.inject_size > 0 ? FI_INJECT : 0);
+            if (op == 0) flags |= s.fi_flags & FI_FENCE;
+            return fi_sendmsg(ep, &m, flags);
+        }
+        case OpKind::write: {
+            fi_rma_iov rma{s.raddr, s.length, s.rkey};
+            fi_msg_rma m{s.iov, s.desc, s.iov_count, peer_, &rma, 1, ctx, s.data};
+            return fi_writemsg(ep, &m, data_flags);
+        }
+        case OpKind::read: {
+            fi_rma_iov rma{s.raddr, s.length, s.rkey};
+            fi_msg_rma m{s.iov, s.desc, s.iov_count, peer_, &rma, 1, ctx, 0};
+            return fi_readmsg(ep, &m, data_flags & ~(FI_INJECT | FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE));
+        }
+        case OpKind::fetch_add:
+        case OpKind::compare_swap: {
+            const bool cas = s.kind[op] == OpKind::compare_swap;
+            fi_ioc operand{&s.operand[cas ? 1 : 0], 1};
+            fi_ioc compare{&s.operand[0], 1};
+            fi_ioc result{s.iov[0].iov_base, 1};
+            void* operand_desc[1] = {operand_desc_};
+            void* result_desc[1] = {s.desc[0]};
+            fi_rma_ioc rma{s.raddr, 1, s.rkey};
+            fi_msg_atomic m{&operand, operand_desc, 1, peer_, &rma, 1, FI_UINT64, cas ? FI_CSWAP : FI_SUM, ctx, 0};
+            std::uint64_t flags = data_flags & ~(FI_INJECT | FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE);
+            if (!cas) return fi_fetch_atomicmsg(ep, &m, &result, result_desc, 1, flags);
+            return fi_compare_atomicmsg(ep, &m, &compare, operand_desc, 1, &result, result_desc, 1, flags);
+        }
+        case OpKind::recv: {
+            fi_msg m{s.iov, s.desc, s.iov_count, FI_ADDR_UNSPEC, ctx, 0};
+            return fi_recvmsg(ep, &m, FI_COMPLETION);
+        }
+        case OpKind::none: break;
+    }
+    return -FI_EINVAL;
+}
+
+// Advances the provider without reading entries, so a full queue can drain.
+void OfiQp::progress_own() noexcept {
+    send_cq_->kick();
+    if (recv_cq_ != send_cq_) recv_cq_->kick();
+}
+
+// Hands slots [posted, tail) of `r` to the provider. Caller: the producer on the fast path, or anyone
+// holding mu_. Returns false when the provider stayed busy (-FI_EAGAIN) and slots remain.
+bool OfiQp::post_range(Ring& r) noexcept {
+    std::uint64_t p = r.posted.load(std::memory_order_relaxed);
+    const std::uint64_t t = r.tail.load(std::memory_order_acquire);
+    bool notify = false;
+    bool complete = true;
+    while (p < t) {
+        Slot& s = r.at(p);
+        if (s.ops_total > 0 && s.ops_posted == 0 && error_.load(std::memory_order_acquire)) {
+            // Not yet handed over and the QP is in error: it completes flushed without reaching the wire,
+            // unless it precedes the request whose failure put the QP in error.
+            std::uint64_t origin = r.error_origin.load(std::memory_order_acquire);
+            if (origin == no_seq || s.seq >= origin) {
+                bool at_origin = s.seq == origin;
+                s.vendor_err = at_origin ? origin_vendor_err_ : 0;
+                finish_at_post(s, at_origin ? origin_status_ : WcStatus::flushed);
+                notify = true;
+                ++p;
+                continue;
+            }
+        }
+        if (s.ops_total == 0 || !ep_) {
+            if (s.ops_total == 0) notify = true;
+            if (!ep_ && s.ops_total > 0) {
+                complete = false;
+                break;
+            }
+            ++p;
+            continue;
+        }
+        int tries = 0;
+        while (s.ops_posted < s.ops_total) {
+            long ret = issue(s, s.ops_posted);
+            if (ret == 0) {
+                ++s.ops_posted;
+                continue;
+            }
+            if (ret == -FI_EAGAIN && ++tries < eagain_retries) {
+                progress_own();
+                continue;
+            }
+            if (ret == -FI_EAGAIN) break;
+            // The provider refused the operation: it completes with the reason, and the QP goes to error.
+            s.status = map_error(profile_, static_cast<int>(-ret), 0);
+            s.vendor_err = static_cast<std::uint32_t>(-ret);
+            std::uint8_t never = static_cast<std::uint8_t>(s.ops_total - s.ops_posted);
+            s.ops_total = s.ops_posted;
+            s.ops_left = static_cast<std::uint8_t>(s.ops_left - never);
+            if (s.ops_left == 0) {
+                s.done.store(true, std::memory_order_release);
+                notify = true;
+            }
+            enter_error(r, s.seq);
+            break;
+        }
+        if (s.ops_posted < s.ops_total) {
+            complete = false;
+            break;
+        }
+        ++p;
+    }
+    r.posted.store(p, std::memory_order_release);
+    if (notify) r.cq->notify(r);
+    return complete;
+}
+
+PostStatus OfiQp::post_slow(Ring& r, bool synthetic) noexcept {
+    bool backlog;
+    {
+        std::lock_guard lock(mu_);
+        if (error_.load(std::memory_order_acquire) || ready_to_post(r)) post_range(r);
+        backlog = r.posted.load(std::memory_order_relaxed) != r.tail.load(std::memory_order_relaxed);
+        refresh_direct();
+    }
+    if (synthetic) r.cq->notify(r);
+    if (backlog && connect_called_.load(std::memory_order_acquire)) registry::want_attention(this);
+    return PostStatus::ok();
+}
+
+PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
+    if (auto st = detail::validate_send_batch(batch, caps, dcaps_); !st) return st;
+    if (profile_.emulated_imm) {
+        for (std::uint32_t i = 0; i < batch.size(); ++i) {
+            if (batch[i].opcode == Opcode::write_with_imm && batch[i].length() > emulated_imm_max_length) {
+                return PostStatus::invalid(i, "write_with_imm longer than 2 GiB - 1 on this provider (see ofi docs)");
+            }
+        }
+    }
+    if (!connect_called_.load(std::memory_order_acquire)) {
+        return PostStatus::not_connected("connect() has not been called on this queue pair");
+    }
+    if (batch.empty()) return PostStatus::ok();
+    Ring& r = send_;
+    const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);
+    if (tail + batch.size() - r.freed.load(std::memory_order_acquire) > r.limit) return PostStatus::queue_full();
+
+    bool flush = error_.load(std::memory_order_acquire);
+    bool synthetic = false;
+    std::uint64_t seq = tail;
+    for (const SendRequest& req : batch) {
+        Slot& s = r.at(seq);
+        s.seq = seq++;
+        if (!prepare_send(s, req, flush)) flush = true;
+        synthetic |= s.ops_total == 0;
+    }
+    r.tail.store(seq, std::memory_order_release);
+    if (r.direct.load(std::memory_order_acquire) && !error_.load(std::memory_order_acquire)) {
+        if (post_range(r)) return PostStatus::ok();
+    }
+    return post_slow(r, synthetic);
+}
+
+PostStatus OfiQp::post_recv(std::span<const RecvRequest> batch) noexcept {
+    if (auto st = detail::validate_recv_batch(batch, caps); !st) return st;
+    if (batch.empty()) return PostStatus::ok();
+    Ring& r = recv_;
+    const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);
+    if (tail + batch.size() - r.freed.load(std::memory_order_acquire) > r.limit) return PostStatus::queue_full();
+
+    bool flush = error_.load(std::memory_order_acquire);
+    bool synthetic = false;
+    std::uint64_t seq = tail;
+    for (const RecvRequest& req : batch) {
+        Slot& s = r.at(seq);
+        s.seq = seq++;
+        if (!prepare_recv(s, req, flush)) flush = true;
+        synthetic |= s.ops_total == 0;
+    }
+    r.tail.store(seq, std::memory_order_release);
+    if (r.direct.load(std::memory_order_acquire) && !error_.load(std::memory_order_acquire)) {
+        if (post_range(r)) return PostStatus::ok();
+    }
+    return post_slow(r, synthetic);
+}
+
+// ---- Errors
+
+void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq) noexcept {
+    if (error_.load(std::memory_order_acquire)) return;
+    std::uint64_t none = no_seq;
+    origin.error_origin.compare_exchange_strong(none, origin_seq, std::memory_order_acq_rel);
+    none = no_seq;
+    origin.flush_from.compare_exchange_strong(none, origin_seq + 1, std::memory_order_acq_rel);
+    if (error_.exchange(true, std::memory_order_acq_rel)) return;
+    state_.store(QpState::error, std::memory_order_release);
+    send_.direct.store(false, std::memory_order_release);
+    recv_.direct.store(false, std::memory_order_release);
+    cancel_receives();
+}
+
+// Receives still at the provider would wait for a message forever; cancelling them makes the provider
+// return them (FI_ECANCELED), which delivers as flushed. Contexts not posted are ignored by fi_cancel.
+void OfiQp::cancel_receives() noexcept {
+    if (!ep_ready_.load(std::memory_order_acquire) || !ep_) return;
+    for (std::uint32_t i = 0; i <= recv_.mask; ++i) fi_cancel(&ep_->fid, &recv_.slots[i].ops[0]);
+}
+
+// ---- Completion queue
+
+void OfiCq::kick() noexcept {
+    fi_cq_data_entry scratch;
+    fi_cq_read(cq_.get(), &scratch, 0);
+}
+
+void OfiCq::notify(Ring& ring) noexcept {
+    if (!ring.in_inbox.exchange(true, std::memory_order_acq_rel)) {
+        Ring* old = inbox_.load(std::memory_order_relaxed);
+        do {
+            ring.inbox_next = old;
+        } while (!inbox_.compare_exchange_weak(old, &ring, std::memory_order_release, std::memory_order_relaxed));
+    }
+    if (wait_fd_ >= 0) fi_cq_signal(cq_.get());
+}
+
+void OfiCq::take_inbox() noexcept {
+    Ring* r = inbox_.exchange(nullptr, std::memory_order_acq_rel);
+    while (r != nullptr) {
+        Ring* next = r->inbox_next;
+        r->in_inbox.store(false, std::memory_order_release);
+        link_ready(*r);
+        r = next;
+    }
+}
+
+void OfiCq::link_ready(Ring& r) noexcept {
+    if (r.in_ready) return;
+    r.in_ready = true;
+    r.ready_next = nullptr;
+    if (ready_tail_) {
+        ready_tail_->ready_next = &r;
+    } else {
+        ready_head_ = &r;
+    }
+    ready_tail_ = &r;
+}
+
+void OfiCq::slot_finished(Slot& s) noexcept {
+    s.done.store(true, std::memory_order_release);
+    link_ready(*s.ring);
+}
+
+void OfiCq::absorb(const fi_cq_data_entry& e) noexcept {
+    auto* ref = static_cast<OpRef*>(e.op_context);
+    if (ref == nullptr) return;  // not ours: no weft operation runs without a context
+    Slot& s = *ref->slot;
+    if (!s.ring->send_side) {
+        s.length = static_cast<std::uint32_t>(e.len);
+        if ((e.flags & FI_REMOTE_CQ_DATA) != 0) {
+            s.has_imm = true;
+            s.imm = static_cast<std::uint32_t>(e.data);
+            if (profile_->emulated_imm && (e.data & imm_marker_bit) != 0) {
+                s.opcode = Opcode::recv_rdma_with_imm;
+                s.length = static_cast<std::uint32_t>((e.data >> 32) & emulated_imm_max_length);
+            } else if ((e.flags & FI_RMA) != 0) {
+                s.opcode = Opcode::recv_rdma_with_imm;
+            }
+        }
+    }
+    if (--s.ops_left == 0) slot_finished(s);
+}
+
+void OfiCq::absorb_error() noexcept {
+    fi_cq_err_entry err{};
+    if (fi_cq_readerr(cq_.get(), &err, 0) < 0) return;
+    auto* ref = static_cast<OpRef*>(err.op_context);
+    if (ref == nullptr) return;
+    Slot& s = *ref->slot;
+    WcStatus st = map_error(*profile_, err.err, err.prov_errno);
+    if (s.status == WcStatus::success) {
+        s.status = st;
+        s.vendor_err = static_cast<std::uint32_t>(err.prov_errno != 0 ? err.prov_errno : err.err);
+        if (!s.ring->send_side) s.length = static_cast<std::uint32_t>(err.len);
+    }
+    Ring& r = *s.ring;
+    if (--s.ops_left == 0) slot_finished(s);
+    r.qp->enter_error(r, s.seq);
+}
+
+std::size_t OfiCq::pump() noexcept {
+    std::size_t total = 0;
+    for (int round = 0; round < 8; ++round) {
+        ssize_t got = fi_cq_read(cq_.get(), entries_.data(), entries_.size());
+        if (got > 0) {
+            for (ssize_t i = 0; i < got; ++i) absorb(entries_[static_cast<std::size_t>(i)]);
+            total += static_cast<std::size_t>(got);
+            if (static_cast<std::size_t>(got) < entries_.size()) break;
+            continue;
+        }
+        if (got == -FI_EAVAIL) {
+            absorb_error();
+            ++total;
+            continue;
+        }
+        break;
+    }
+    return total;
+}
+
+// Delivers the finished prefix of each ready ring into out[n..].
+std::size_t OfiCq::deliver(std::span<Completion> out, std::size_t n) noexcept {
+    while (ready_head_ != nullptr && n < out.size()) {
+        Ring& r = *ready_head_;
+        const bool qp_error = r.qp->in_error();
+        if (qp_error) {
+            std::uint64_t none = no_seq;
+            r.flush_from.compare_exchange_strong(none, r.head, std::memory_order_acq_rel);
+        }
+        const std::uint64_t flush_from = r.flush_from.load(std::memory_order_acquire);
+        const std::uint64_t origin = r.error_origin.load(std::memory_order_acquire);
+        bool more = true;
+        while (n < out.size()) {
+            Slot& s = r.at(r.head);
+            if (!s.done.load(std::memory_order_acquire)) {
+                more = false;
+                break;
+            }
+            WcStatus st = s.status;
+            if (r.head >= flush_from && r.head != origin) st = WcStatus::flushed;
+            if (st != WcStatus::success || s.report) {
+                Completion& c = out[n++];
+                c = Completion{};
+                c.id = s.id;
+                c.status = st;
+                c.qp_num = r.qp->qp_num;
+                c.opcode = s.opcode;
+                if (st == WcStatus::success) {
+                    c.byte_len = s.length;
+                    c.imm = s.imm;
+                    c.has_imm = s.has_imm;
+                } else if (st != WcStatus::flushed) {
+                    c.vendor_err = s.vendor_err;
+                }
+                r.freed.store(r.head + 1, std::memory_order_release);
+            }
+            s.done.store(false, std::memory_order_relaxed);
+            ++r.head;
+        }
+        if (more) break;  // out is full; this ring stays first
+        ready_head_ = r.ready_next;
+        if (ready_head_ == nullptr) ready_tail_ = nullptr;
+        r.in_ready = false;
+        r.ready_next = nullptr;
+    }
+    return n;
+}
+
+// Whether poll() would return something now, without consuming it.
+bool OfiCq::deliverable() noexcept {
+    take_inbox();
+    for (Ring* r = ready_head_; r != nullptr; r = r->ready_next) {
+        const bool qp_error = r->qp->in_error();
+        for (std::uint64_t i = r->head;; ++i) {
+            Slot& s = r->at(i);
+            if (!s.done.load(std::memory_order_acquire) || i - r->head > r->mask) break;
+            if (qp_error || s.status != WcStatus::success || s.report) return true;
+        }
+    }
+    return false;
+}
+
+void OfiCq::arm_fd() noexcept {
+    fid_t fids[1] = {&cq_->fid};
+    fi_trywait(dom_->fabric(), fids, 1);
+}
+
+std::size_t OfiCq::poll(std::span<Completion> out) noexcept {
+    if (inbox_.load(std::memory_order_relaxed) != nullptr) take_inbox();
+    std::size_t n = deliver(out, 0);
+    if (n < out.size() && pump() > 0) n = deliver(out, n);
+    if (registry::attention_pending()) {
+        registry::drive_all(true);
+        if (n < out.size()) {
+            take_inbox();
+            n = deliver(out, n);
+        }
+    }
+    if (n == 0) {
+        // Idle: peers in this process may need this thread to make progress (manual-progress providers).
+        if (profile_->manual_progress) registry::kick_others(this);
+        if (wait_fd_ >= 0) arm_fd();
+    }
+    return n;
+}
+
+bool OfiCq::wait(std::chrono::nanoseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        if (deliverable()) return true;
+        pump();
+        if (registry::attention_pending()) registry::drive_all(true);
+        if (deliverable()) return true;
+        if (profile_->manual_progress) registry::kick_others(this);
+        auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) return false;
+        auto slice = std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(1));
+        if (wait_fd_ >= 0 && !profile_->manual_progress) {
+            fid_t fids[1] = {&cq_->fid};
+            if (fi_trywait(dom_->fabric(), fids, 1) == 0) {
+                pollfd pfd{wait_fd_, POLLIN, 0};
+                ::poll(&pfd, 1, static_cast<int>(std::max<std::int64_t>(
+                                    1, std::chrono::duration_cast<std::chrono::milliseconds>(slice).count())));
+            }
+        } else {
+            std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(slice, std::chrono::microseconds(50)));
+        }
+    }
+}
+
+void OfiCq::drain_provider() noexcept {
+    while (pump() > 0) {
+    }
+}
+
+void OfiCq::detach(Ring& ring) noexcept {
+    take_inbox();
+    Ring* prev = nullptr;
+    for (Ring* r = ready_head_; r != nullptr; prev = r, r = r->ready_next) {
+        if (r != &ring) continue;
+        if (prev) {
+            prev->ready_next = r->ready_next;
+        } else {
+            ready_head_ = r->ready_next;
+        }
+        if (ready_tail_ == r) ready_tail_ = prev;
+        r->in_ready = false;
+        break;
+    }
+}
+
+}  // namespace weft::ofi

@@ -1,0 +1,362 @@
+// The ofi backend's domain: choosing an fi_info for the configured provider, deriving the Profile and
+// the Capabilities from it, and registering memory in whatever MR mode the provider returned.
+#include "ofi.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <set>
+
+namespace weft::ofi {
+namespace {
+
+constexpr std::uint64_t offered_mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+constexpr std::uint64_t offered_mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
+// What the semantics contract needs of message ordering: sends, writes and writes-with-imm in posting
+// order at the responder.
+constexpr std::uint64_t contract_order = FI_ORDER_SAS | FI_ORDER_SAW | FI_ORDER_WAS | FI_ORDER_WAW;
+
+char* dup_string(std::string_view s) {
+    auto* p = static_cast<char*>(std::malloc(s.size() + 1));  // fi_freeinfo releases it with free()
+    if (p == nullptr) throw std::bad_alloc();
+    std::memcpy(p, s.data(), s.size());
+    p[s.size()] = '\0';
+    return p;
+}
+
+struct Query {
+    std::string provider;
+    std::string domain;
+    std::string node;
+    fi_ep_type ep_type = FI_EP_MSG;
+    bool atomics = false;
+    bool delivery_complete = true;
+};
+
+// Returns the first fi_info matching `q`, or null with `ret` holding fi_getinfo's result.
+InfoPtr query(const Query& q, int& ret) {
+    InfoPtr hints(fi_allocinfo());
+    if (!hints) throw std::bad_alloc();
+    hints->caps = FI_MSG | FI_RMA | (q.atomics ? FI_ATOMIC : 0);
+    hints->mode = offered_mode;
+    hints->ep_attr->type = q.ep_type;
+    hints->domain_attr->mr_mode = static_cast<int>(offered_mr_mode);
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    // RC completes a send or write once the responder has it; FI_DELIVERY_COMPLETE is libfabric's match.
+    if (q.delivery_complete) hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    hints->fabric_attr->prov_name = dup_string(q.provider);
+    if (!q.domain.empty()) hints->domain_attr->name = dup_string(q.domain);
+    fi_info* out = nullptr;
+    const char* node = q.node.empty() ? nullptr : q.node.c_str();
+    ret = fi_getinfo(fi_api_version, node, nullptr, node ? FI_SOURCE : 0, hints.get(), &out);
+    if (ret != 0) return nullptr;
+    // Keep only the first match: fi_getinfo lists the best first.
+    InfoPtr first(fi_dupinfo(out));
+    fi_freeinfo(out);
+    if (!first) throw std::bad_alloc();
+    return first;
+}
+
+std::string available_providers() {
+    fi_info* all = nullptr;
+    if (fi_getinfo(fi_api_version, nullptr, nullptr, 0, nullptr, &all) != 0 || all == nullptr) return "none";
+    InfoPtr hold(all);
+    std::set<std::string> names;
+    for (fi_info* i = all; i; i = i->next) {
+        if (i->fabric_attr && i->fabric_attr->prov_name) {
+            names.insert(std::string(i->fabric_attr->prov_name) + "(" +
+                         (i->ep_attr && i->ep_attr->type == FI_EP_MSG ? "msg" : "rdm") + ")");
+        }
+    }
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+}
+
+bool uses_sockets(std::string_view provider) {
+    return provider.rfind("tcp", 0) == 0 || provider.rfind("sockets", 0) == 0 || provider.rfind("udp", 0) == 0;
+}
+
+}  // namespace
+
+// ---- MrTable
+
+MrTable::~MrTable() {
+    for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+}
+
+std::uint32_t MrTable::insert(std::uint64_t addr, std::uint64_t length, void* desc, bool local_write) {
+    std::lock_guard lock(mu_);
+    std::uint32_t index;
+    if (!free_.empty()) {
+        index = free_.back();
+        free_.pop_back();
+    } else {
+        if (next_ >= (1u << index_bits)) {
+            throw Error(Errc::resource_exhausted, "the domain holds the most memory regions it supports (1M)",
+                        backend_name, "register_memory");
+        }
+        index = next_++;
+        generation_.resize(next_, 0);
+    }
+    auto& slot = chunks_[index >> chunk_bits];
+    MrEntry* chunk = slot.load(std::memory_order_relaxed);
+    if (chunk == nullptr) {
+        chunk = new MrEntry[chunk_size];
+        slot.store(chunk, std::memory_order_release);
+    }
+    // The generation makes a stale lkey miss a region that reuses its index.
+    std::uint8_t gen = ++generation_[index];
+    if (gen == 0) gen = ++generation_[index];
+    std::uint32_t lkey = index | (static_cast<std::uint32_t>(gen) << index_bits);
+    MrEntry& e = chunk[index & (chunk_size - 1)];
+    e.addr = addr;
+    e.length = length;
+    e.desc = desc;
+    e.local_write = local_write;
+    e.lkey.store(lkey, std::memory_order_release);
+    return lkey;
+}
+
+void MrTable::erase(std::uint32_t lkey) noexcept {
+    std::lock_guard lock(mu_);
+    std::uint32_t index = lkey & ((1u << index_bits) - 1);
+    if (index == 0) return;
+    MrEntry* chunk = chunks_[index >> chunk_bits].load(std::memory_order_relaxed);
+    if (chunk == nullptr) return;
+    MrEntry& e = chunk[index & (chunk_size - 1)];
+    if (e.lkey.load(std::memory_order_relaxed) != lkey) return;
+    e.lkey.store(0, std::memory_order_release);
+    try {
+        free_.push_back(index);
+    } catch (...) {
+        // The index is lost; the table only gets smaller.
+    }
+}
+
+// ---- Domain
+
+OfiDomain::OfiDomain(const Config& cfg) {
+    choose_info(cfg);
+    fid_fabric* fabric = nullptr;
+    check(fi_fabric(info_->fabric_attr, &fabric, nullptr), "fi_fabric", "open", profile_.provider);
+    fabric_.reset(fabric);
+    fid_domain* domain = nullptr;
+    check(fi_domain(fabric_.get(), info_.get(), &domain, nullptr), "fi_domain", "open", profile_.provider);
+    domain_.reset(domain);
+
+    if (profile_.atomics) {
+        // The caps bit is not a promise for every type and op: ask for the two weft needs.
+        fi_atomic_attr attr{};
+        bool fadd = fi_query_atomic(domain_.get(), FI_UINT64, FI_SUM, &attr, FI_FETCH_ATOMIC) == 0;
+        bool cswap = fi_query_atomic(domain_.get(), FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
+        profile_.atomics = fadd && cswap;
+    }
+
+    // A CQ wait object gives Feature::cq_fd; probe it once with a throwaway CQ.
+    fi_cq_attr cq_attr{};
+    cq_attr.size = 1;
+    cq_attr.format = FI_CQ_FORMAT_DATA;
+    cq_attr.wait_obj = FI_WAIT_FD;
+    fid_cq* probe_cq = nullptr;
+    if (fi_cq_open(domain_.get(), &cq_attr, &probe_cq, nullptr) == 0) {
+        Fid<fid_cq> hold(probe_cq);
+        int fd = -1;
+        profile_.wait_fd = fi_control(&probe_cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0;
+    }
+    fill_capabilities();
+}
+
+OfiDomain::~OfiDomain() = default;
+
+void OfiDomain::choose_info(const Config& cfg) {
+    Query q;
+    q.provider = cfg.get_string("provider", "tcp");
+    if (q.provider.empty()) {
+        throw Error(Errc::invalid_config, "provider must not be empty (e.g. provider=tcp)", backend_name, "open");
+    }
+    q.domain = cfg.get_string("domain", "");
+    q.node = cfg.get_string("node", uses_sockets(q.provider) ? "127.0.0.1" : "");
+    static constexpr std::string_view ep_choices[] = {"msg", "rdm"};
+    static constexpr std::string_view atomic_choices[] = {"auto", "on", "off"};
+    std::string_view atomics_mode = cfg.get_choice("atomics", "auto", atomic_choices);
+
+    std::vector<fi_ep_type> types;
+    if (cfg.has("ep_type")) {
+        types.push_back(cfg.get_choice("ep_type", "msg", ep_choices) == "msg" ? FI_EP_MSG : FI_EP_RDM);
+    } else {
+        types = {FI_EP_MSG, FI_EP_RDM};
+    }
+
+    int ret = -FI_ENODATA;
+    for (bool delivery : {true, false}) {
+    q.delivery_complete = delivery;
+    for (fi_ep_type t : types) {
+        q.ep_type = t;
+        q.atomics = false;
+        int plain_ret = 0;
+        InfoPtr plain = query(q, plain_ret);
+        InfoPtr with_atomics;
+        if (atomics_mode != "off") {
+            q.atomics = true;
+            int atomic_ret = 0;
+            with_atomics = query(q, atomic_ret);
+        }
+        if (with_atomics) {
+            // Some providers give up message ordering to offer atomics (ofi_rxm drops SAW, WAW, ...): in
+            // auto mode keep the ordering the contract needs and go without atomics.
+            std::uint64_t kept = plain ? plain->tx_attr->msg_order & contract_order : 0;
+            bool keeps_order = (with_atomics->tx_attr->msg_order & kept) == kept;
+            if (atomics_mode == "on" || keeps_order || !plain) {
+                info_ = std::move(with_atomics);
+                profile_.atomics = true;
+                break;
+            }
+        }
+        if (plain) {
+            info_ = std::move(plain);
+            break;
+        }
+        ret = plain_ret;
+    }
+    if (info_) {
+        profile_.delivery_complete = delivery;
+        break;
+    }
+    }
+    if (!info_) {
+        std::string what = "no fi_info for provider '" + q.provider + "'";
+        if (!q.domain.empty()) what += " domain '" + q.domain + "'";
+        if (!q.node.empty()) what += " node " + q.node;
+        what += " with FI_MSG|FI_RMA";
+        if (cfg.has("ep_type")) what += " and ep_type " + std::string(cfg.get_string("ep_type", ""));
+        what += std::string(" (") + fi_strerror(-ret) + "); providers here: " + available_providers();
+        throw Error(Errc::backend_unavailable, std::move(what), backend_name, "open");
+    }
+
+    fi_info& i = *info_;
+    Profile& p = profile_;
+    p.provider = i.fabric_attr->prov_name ? i.fabric_attr->prov_name : q.provider;
+    p.ep_type = i.ep_attr->type;
+    std::uint64_t mr_mode = static_cast<std::uint64_t>(i.domain_attr->mr_mode);
+    if (mr_mode == FI_MR_BASIC) mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_LOCAL;
+    if (mr_mode == FI_MR_SCALABLE) mr_mode = 0;
+    p.mr_local = (mr_mode & FI_MR_LOCAL) != 0 || (i.mode & FI_LOCAL_MR) != 0;
+    p.virt_addr = (mr_mode & FI_MR_VIRT_ADDR) != 0;
+    p.prov_key = (mr_mode & FI_MR_PROV_KEY) != 0;
+    p.our_keys = !p.prov_key && i.domain_attr->mr_key_size >= 8;
+    if (!p.virt_addr && !p.our_keys) {
+        // weft's RemoteRegion carries the region's virtual address; an offset-addressed provider that
+        // also picks the keys leaves no way to find the region's base at the requester.
+        throw Error(Errc::not_supported,
+                    "provider '" + p.provider +
+                        "' addresses regions by offset (no FI_MR_VIRT_ADDR) and picks its own keys; the ofi "
+                        "backend needs one of the two",
+                    backend_name, "open");
+    }
+    if ((mr_mode & (FI_MR_RAW | FI_MR_ENDPOINT | FI_MR_RMA_EVENT | FI_MR_MMU_NOTIFY | FI_MR_HMEM)) != 0) {
+        throw Error(Errc::not_supported,
+                    "provider '" + p.provider + "' asks for MR mode bits weft does not offer: " +
+                        fi_tostr(&i.domain_attr->mr_mode, FI_TYPE_MR_MODE),
+                    backend_name, "open");
+    }
+    p.cq_data_size = i.domain_attr->cq_data_size;
+    p.native_imm = (i.mode & FI_RX_CQ_DATA) != 0 && p.cq_data_size >= 4;
+    p.emulated_imm = !p.native_imm && p.cq_data_size >= 8;
+    p.fence = (i.caps & FI_FENCE) != 0;
+    p.manual_progress = i.domain_attr->data_progress == FI_PROGRESS_MANUAL;
+    p.verbs_status = p.provider.rfind("verbs", 0) == 0;
+    p.inject_size = i.tx_attr->inject_size;
+    p.iov_limit = static_cast<std::uint32_t>(std::max<std::size_t>(
+        1, std::min({i.tx_attr->iov_limit, i.rx_attr->iov_limit, std::size_t{64}})));
+    p.msg_order = i.tx_attr->msg_order;
+}
+
+void OfiDomain::fill_capabilities() {
+    const fi_info& i = *info_;
+    const Profile& p = profile_;
+    caps.kind = BackendKind::ofi;
+    caps.backend = std::string(backend_name);
+    caps.device = p.provider + "/" + (i.domain_attr->name ? i.domain_attr->name : "?") +
+                  (p.ep_type == FI_EP_MSG ? " (msg)" : " (rdm)");
+    std::uint32_t f = static_cast<std::uint32_t>(Feature::wait) | static_cast<std::uint32_t>(Feature::error_flush) |
+                      static_cast<std::uint32_t>(Feature::zero_length) |
+                      static_cast<std::uint32_t>(Feature::remote_access_check);
+    auto add = [&f](Feature x) { f |= static_cast<std::uint32_t>(x); };
+    if (p.cq_data_size >= 4) add(Feature::send_with_imm);
+    if (p.native_imm || p.emulated_imm) add(Feature::write_with_imm);
+    if ((i.caps & FI_RMA) != 0 && (i.tx_attr->caps & (FI_READ | FI_RMA)) != 0) add(Feature::read);
+    if (p.atomics) add(Feature::atomics);
+    if (p.fence) add(Feature::fence);
+    if (p.inject_size > 0) add(Feature::inline_data);
+    // An fd only helps a sleeping user when the provider progresses on its own.
+    if (p.wait_fd && !p.manual_progress) add(Feature::cq_fd);
+    caps.features = f;
+    caps.max_qp_wr = static_cast<std::uint32_t>(
+        std::min<std::size_t>({i.tx_attr->size, i.rx_attr->size, std::numeric_limits<std::uint32_t>::max()}));
+    caps.max_sge = p.iov_limit;
+    caps.max_inline = static_cast<std::uint32_t>(std::min<std::size_t>(p.inject_size, 1u << 16));
+    caps.max_cqe = 1u << 20;
+    caps.max_msg_size = std::min<std::uint64_t>(i.ep_attr->max_msg_size, std::numeric_limits<std::uint32_t>::max());
+    // Keys we choose carry the region base in 48 bits.
+    caps.max_mr_size = p.our_keys && !p.virt_addr ? (1ull << 47) : std::numeric_limits<std::uint64_t>::max();
+}
+
+std::unique_ptr<detail::MrImpl> OfiDomain::register_memory(void* addr, std::size_t length, Access access) {
+    const Profile& p = profile_;
+    bool local_write = has(access, Access::local_write);
+    std::uint64_t fi_access = FI_SEND | FI_WRITE;
+    if (local_write) fi_access |= FI_RECV | FI_READ;
+    if (has(access, Access::remote_read)) fi_access |= FI_REMOTE_READ;
+    if (has(access, Access::remote_write)) fi_access |= FI_REMOTE_WRITE;
+    // libfabric has no separate atomic right: atomics need remote read and write. Keys we choose carry
+    // the atomic right so the requester can refuse atomics on regions without it.
+    bool atomic_right = has(access, Access::remote_atomic);
+    if (atomic_right) fi_access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+    auto base = reinterpret_cast<std::uint64_t>(addr);
+    if (p.our_keys && !p.virt_addr && base >= (1ull << (64 - key_base_shift))) {
+        throw Error(Errc::invalid_argument, "address above 2^48 cannot be carried in an MR key", backend_name,
+                    "register_memory");
+    }
+    fid_mr* mr = nullptr;
+    std::uint64_t key = 0;
+    for (int attempt = 0;; ++attempt) {
+        if (!p.prov_key) {
+            std::lock_guard lock(key_mu_);
+            std::uint64_t seq = ++key_seq_;
+            key = p.our_keys ? (base << key_base_shift) | (atomic_right ? key_atomic_bit : 0) | (seq & key_seq_mask)
+                             : seq;
+        }
+        int ret = fi_mr_reg(domain_.get(), addr, length, fi_access, 0, key, 0, &mr, nullptr);
+        if (ret == 0) break;
+        // A requested key can collide with a live one (same base, same 15-bit sequence): take the next.
+        if (ret == -FI_ENOKEY && !p.prov_key && attempt < 64) continue;
+        fail(ret, "fi_mr_reg", "register_memory",
+             std::to_string(length) + " bytes at " + std::to_string(base) + " with " + to_string(access));
+    }
+    Fid<fid_mr> hold(mr);
+    auto out = std::make_unique<OfiMr>(std::static_pointer_cast<OfiDomain>(shared_from_this()), std::move(hold));
+    out->addr = addr;
+    out->length = length;
+    out->desc = fi_mr_desc(mr);
+    out->rkey = p.prov_key ? fi_mr_key(mr) : key;
+    out->access = access;
+    out->kind = BackendKind::ofi;
+    out->lkey = mrs_.insert(base, length, out->desc, local_write);
+    return out;
+}
+
+OfiMr::~OfiMr() {
+    if (dom_) dom_->mrs().erase(lkey);
+}
+
+std::shared_ptr<detail::CqImpl> OfiDomain::create_cq(const CqOptions& options) {
+    return std::make_shared<OfiCq>(std::static_pointer_cast<OfiDomain>(shared_from_this()), options);
+}
+
+std::unique_ptr<detail::QpImpl> OfiDomain::create_qp(const detail::QpSetup& setup) {
+    return std::make_unique<OfiQp>(std::static_pointer_cast<OfiDomain>(shared_from_this()), setup);
+}
+
+}  // namespace weft::ofi

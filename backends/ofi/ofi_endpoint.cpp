@@ -1,0 +1,489 @@
+// The ofi backend's queue pairs, setup side: endpoints, the QP address, and the connection handshake.
+//
+// Connecting is symmetric in weft (each side calls connect(peer_address)) but a libfabric MSG endpoint
+// is connected by one side's fi_connect and the other side's fi_accept. Every MSG QP therefore listens
+// on a passive endpoint of its own from creation; its address carries that endpoint's name and a random
+// nonce. On connect(), the side whose (name, nonce) is smaller connects actively, the other accepts the
+// FI_CONNREQ whose connection data names both nonces. connect() never waits for a peer that has not
+// called connect() yet: it starts its half and returns in state rtr; the handshake then finishes inside
+// later calls (the peer's connect() in the same process, any post or poll, CompletionQueue::wait).
+// Sends posted in rtr are queued in the ring and go out when the connection is established.
+//
+// RDM endpoints need no handshake: connect() inserts the peer's name into the QP's address vector.
+#include "ofi.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <random>
+#include <thread>
+
+namespace weft::ofi {
+namespace {
+
+constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'O'}, std::byte{'Q'}};
+constexpr std::uint8_t address_version = 1;
+constexpr std::size_t address_header = 24;
+constexpr std::chrono::seconds local_handshake_limit{10};
+
+void put16(std::byte* p, std::uint16_t v) noexcept {
+    for (int i = 0; i < 2; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+void put32(std::byte* p, std::uint32_t v) noexcept {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+void put64(std::byte* p, std::uint64_t v) noexcept {
+    for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+std::uint64_t get_le(const std::byte* p, int n) noexcept {
+    std::uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+    return v;
+}
+std::uint32_t fnv1a(const std::byte* p, std::size_t n) noexcept {
+    std::uint32_t h = 2166136261u;
+    for (std::size_t i = 0; i < n; ++i) {
+        h ^= static_cast<std::uint32_t>(p[i]);
+        h *= 16777619u;
+    }
+    return h;
+}
+
+std::uint8_t address_flags(const Profile& p) noexcept {
+    return static_cast<std::uint8_t>((p.emulated_imm ? 1u : 0u) | (p.native_imm ? 2u : 0u));
+}
+
+[[noreturn]] void bad_address(std::string why) {
+    throw Error(Errc::bad_descriptor, "peer address: " + why, backend_name, "QueuePair::connect");
+}
+
+PeerAddress decode_address(std::span<const std::byte> b) {
+    if (b.size() < address_header + 4) {
+        bad_address("expected at least " + std::to_string(address_header + 4) + " bytes, got " +
+                    std::to_string(b.size()));
+    }
+    if (std::memcmp(b.data(), address_magic, 4) != 0) bad_address("not an ofi QP address (bad magic)");
+    if (static_cast<std::uint8_t>(b[4]) != address_version) {
+        bad_address("version " + std::to_string(static_cast<unsigned>(b[4])) + " is not supported (accepted: 1)");
+    }
+    std::size_t prov_len = static_cast<std::uint8_t>(b[7]);
+    std::size_t name_len = get_le(b.data() + 12, 2);
+    if (b.size() != address_header + prov_len + name_len + 4) {
+        bad_address("length " + std::to_string(b.size()) + " does not match its header");
+    }
+    auto sum = static_cast<std::uint32_t>(get_le(b.data() + b.size() - 4, 4));
+    if (sum != fnv1a(b.data(), b.size() - 4)) bad_address("checksum mismatch: corrupted or truncated");
+    PeerAddress p;
+    auto type = static_cast<std::uint8_t>(b[5]);
+    if (type != 1 && type != 2) bad_address("unknown endpoint type " + std::to_string(type));
+    p.ep_type = type == 1 ? FI_EP_MSG : FI_EP_RDM;
+    p.flags = static_cast<std::uint8_t>(b[6]);
+    p.addr_format = static_cast<std::uint32_t>(get_le(b.data() + 8, 4));
+    p.nonce = get_le(b.data() + 16, 8);
+    const auto* prov = reinterpret_cast<const char*>(b.data() + address_header);
+    p.provider.assign(prov, prov_len);
+    p.name.assign(b.begin() + static_cast<std::ptrdiff_t>(address_header + prov_len),
+                  b.end() - 4);
+    return p;
+}
+
+std::vector<std::byte> get_name(fid_t fid, std::string_view object) {
+    std::vector<std::byte> name(256);
+    std::size_t len = name.size();
+    int ret = fi_getname(fid, name.data(), &len);
+    if (ret == -FI_ETOOSMALL) {
+        name.resize(len);
+        ret = fi_getname(fid, name.data(), &len);
+    }
+    check(ret, "fi_getname", object);
+    name.resize(len);
+    return name;
+}
+
+void init_ring(Ring& r, OfiQp* qp, OfiCq* cq, bool send_side, std::uint32_t limit, std::uint32_t sge) {
+    r.qp = qp;
+    r.cq = cq;
+    r.send_side = send_side;
+    r.limit = limit;
+    std::uint32_t n = std::bit_ceil(std::max(limit, 1u));
+    r.mask = n - 1;
+    r.slots = std::make_unique<Slot[]>(n);
+    r.iovs = std::make_unique<iovec[]>(static_cast<std::size_t>(n) * sge);
+    r.descs = std::make_unique<void*[]>(static_cast<std::size_t>(n) * sge);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        Slot& s = r.slots[i];
+        s.ring = &r;
+        s.iov = &r.iovs[static_cast<std::size_t>(i) * sge];
+        s.desc = &r.descs[static_cast<std::size_t>(i) * sge];
+        for (auto& op : s.ops) op.slot = &s;
+    }
+}
+
+std::uint64_t fresh_nonce() {
+    static std::atomic<std::uint64_t> counter{0};
+    std::random_device rd;
+    std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ (counter.fetch_add(1) * 0x9e3779b97f4a7c15ull);
+    return v == 0 ? 1 : v;
+}
+
+}  // namespace
+
+// ---- Completion queue setup
+
+OfiCq::OfiCq(std::shared_ptr<OfiDomain> dom, const CqOptions& options)
+    : dom_(std::move(dom)), profile_(&dom_->profile()), depth_(options.depth) {
+    fi_cq_attr attr{};
+    // Provider entries outnumber weft completions (unsignaled requests, two-part write_with_imm).
+    attr.size = std::max<std::size_t>(64, static_cast<std::size_t>(options.depth) * 2);
+    attr.format = FI_CQ_FORMAT_DATA;
+    attr.wait_obj = profile_->wait_fd ? FI_WAIT_FD : FI_WAIT_NONE;
+    fid_cq* cq = nullptr;
+    check(fi_cq_open(dom_->domain(), &attr, &cq, this), "fi_cq_open", "create_cq");
+    cq_.reset(cq);
+    if (profile_->wait_fd && (dom_->caps.features & static_cast<std::uint32_t>(Feature::cq_fd)) != 0) {
+        check(fi_control(&cq->fid, FI_GETWAIT, &wait_fd_), "fi_control(FI_GETWAIT)", "create_cq");
+    }
+    if (profile_->manual_progress) registry::add_manual(this);
+}
+
+OfiCq::~OfiCq() {
+    if (profile_->manual_progress) registry::remove_manual(this);
+}
+
+// ---- Queue pair setup
+
+OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
+    : dom_(std::move(dom)), profile_(dom_->profile()), dcaps_(dom_->caps) {
+    send_cq_ = std::dynamic_pointer_cast<OfiCq>(setup.send_cq);
+    recv_cq_ = std::dynamic_pointer_cast<OfiCq>(setup.recv_cq);
+    if (!send_cq_ || !recv_cq_) {
+        throw Error(Errc::invalid_argument, "a CQ of another backend was given to an ofi QP", backend_name,
+                    "create_qp");
+    }
+    if (send_cq_->owner() != dom_.get() || recv_cq_->owner() != dom_.get()) {
+        throw Error(Errc::invalid_argument, "a CQ of another ofi domain was given to this domain's QP", backend_name,
+                    "create_qp");
+    }
+    static std::atomic<std::uint32_t> next_qp_num{1};
+    qp_num = next_qp_num.fetch_add(1, std::memory_order_relaxed);
+    nonce_ = fresh_nonce();
+
+    const QpOptions& o = setup.options;
+    caps.max_send = o.max_send;
+    caps.max_recv = o.max_recv;
+    caps.max_sge = std::max(o.max_sge, profile_.iov_limit);
+    caps.max_inline = dcaps_.max_inline;
+    init_ring(send_, this, send_cq_.get(), true, o.max_send, caps.max_sge);
+    init_ring(recv_, this, recv_cq_.get(), false, o.max_recv, caps.max_sge);
+
+    fi_eq_attr eq_attr{};
+    eq_attr.size = 64;
+    eq_attr.wait_obj = FI_WAIT_NONE;
+    fid_eq* eq = nullptr;
+    check(fi_eq_open(dom_->fabric(), &eq_attr, &eq, nullptr), "fi_eq_open", "create_qp");
+    eq_.reset(eq);
+
+    if (profile_.mr_local && profile_.atomics) {
+        // Atomic operands live in the slots; with FI_MR_LOCAL they must be registered like user buffers.
+        fid_mr* mr = nullptr;
+        std::size_t bytes = sizeof(Slot) * (static_cast<std::size_t>(send_.mask) + 1);
+        check(fi_mr_reg(dom_->domain(), send_.slots.get(), bytes, FI_SEND | FI_WRITE | FI_READ | FI_RECV, 0,
+                        0x0fe7a000ull + qp_num, 0, &mr, nullptr),
+              "fi_mr_reg", "create_qp", "atomic operands");
+        operand_mr_.reset(mr);
+        operand_desc_ = fi_mr_desc(mr);
+    }
+
+    if (profile_.ep_type == FI_EP_MSG) {
+        open_msg();
+    } else {
+        open_rdm();
+    }
+    encode_address();
+    refresh_direct();
+    registry::add_live(this);
+}
+
+void OfiQp::open_msg() {
+    fid_pep* pep = nullptr;
+    check(fi_passive_ep(dom_->fabric(), dom_->info(), &pep, this), "fi_passive_ep", "create_qp");
+    pep_.reset(pep);
+    check(fi_pep_bind(pep, &eq_->fid, 0), "fi_pep_bind", "create_qp");
+    check(fi_listen(pep), "fi_listen", "create_qp");
+    my_name_ = get_name(&pep->fid, "create_qp");
+}
+
+void OfiQp::open_rdm() {
+    fi_av_attr av_attr{};
+    av_attr.type = dom_->info()->domain_attr->av_type == FI_AV_MAP ? FI_AV_MAP : FI_AV_TABLE;
+    av_attr.count = 4;
+    fid_av* av = nullptr;
+    check(fi_av_open(dom_->domain(), &av_attr, &av, nullptr), "fi_av_open", "create_qp");
+    av_.reset(av);
+    make_endpoint(dom_->info());
+    my_name_ = get_name(&ep_->fid, "create_qp");
+}
+
+// Creates, binds and enables the active endpoint; receives posted so far go to it at once.
+void OfiQp::make_endpoint(fi_info* info) {
+    fid_ep* ep = nullptr;
+    check(fi_endpoint(dom_->domain(), info, &ep, this), "fi_endpoint", "create_qp");
+    ep_.reset(ep);
+    if (profile_.ep_type == FI_EP_MSG) {
+        check(fi_ep_bind(ep, &eq_->fid, 0), "fi_ep_bind(eq)", "create_qp");
+    } else {
+        check(fi_ep_bind(ep, &av_->fid, 0), "fi_ep_bind(av)", "create_qp");
+    }
+    if (send_cq_ == recv_cq_) {
+        check(fi_ep_bind(ep, &send_cq_->fid()->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)", "create_qp");
+    } else {
+        check(fi_ep_bind(ep, &send_cq_->fid()->fid, FI_TRANSMIT), "fi_ep_bind(send cq)", "create_qp");
+        check(fi_ep_bind(ep, &recv_cq_->fid()->fid, FI_RECV), "fi_ep_bind(recv cq)", "create_qp");
+    }
+    check(fi_enable(ep), "fi_enable", "create_qp");
+    ep_ready_.store(true, std::memory_order_release);
+    post_range(recv_);
+}
+
+// Layout (little-endian): 0 magic "wfOQ" | 4 version | 5 endpoint type (1 msg, 2 rdm) | 6 immediate
+// transport (bit 0 emulated, bit 1 native) | 7 provider name length P | 8 addr_format (u32) |
+// 12 endpoint name length N (u16) | 14 reserved | 16 nonce (u64) | 24 provider name | 24+P endpoint name |
+// FNV-1a of everything before (u32).
+void OfiQp::encode_address() {
+    const std::string& prov = profile_.provider;
+    if (prov.size() > 255 || my_name_.size() > 65535) {
+        throw Error(Errc::internal, "provider or endpoint name too long for a QP address", backend_name, "create_qp");
+    }
+    std::vector<std::byte> out(address_header + prov.size() + my_name_.size() + 4);
+    std::memcpy(out.data(), address_magic, 4);
+    out[4] = std::byte{address_version};
+    out[5] = std::byte{static_cast<std::uint8_t>(profile_.ep_type == FI_EP_MSG ? 1 : 2)};
+    out[6] = std::byte{address_flags(profile_)};
+    out[7] = std::byte{static_cast<std::uint8_t>(prov.size())};
+    put32(out.data() + 8, dom_->info()->addr_format);
+    put16(out.data() + 12, static_cast<std::uint16_t>(my_name_.size()));
+    put64(out.data() + 16, nonce_);
+    std::memcpy(out.data() + address_header, prov.data(), prov.size());
+    std::memcpy(out.data() + address_header + prov.size(), my_name_.data(), my_name_.size());
+    put32(out.data() + out.size() - 4, fnv1a(out.data(), out.size() - 4));
+    my_address_ = std::move(out);
+}
+
+std::vector<std::byte> OfiQp::address() const { return my_address_; }
+
+void OfiQp::connect(std::span<const std::byte> bytes) {
+    constexpr std::string_view object = "QueuePair::connect";
+    PeerAddress p = decode_address(bytes);
+    if (p.ep_type != profile_.ep_type) {
+        throw Error(Errc::invalid_argument,
+                    std::string("the peer QP uses ") + (p.ep_type == FI_EP_MSG ? "msg" : "rdm") +
+                        " endpoints, this one " + (profile_.ep_type == FI_EP_MSG ? "msg" : "rdm") +
+                        " (the two configurations differ in ep_type)",
+                    backend_name, object);
+    }
+    if (p.provider != profile_.provider) {
+        throw Error(Errc::invalid_argument,
+                    "the peer QP is on provider '" + p.provider + "', this one on '" + profile_.provider + "'",
+                    backend_name, object);
+    }
+    if (p.addr_format != dom_->info()->addr_format) {
+        throw Error(Errc::invalid_argument, "the peer's address format differs from this domain's", backend_name,
+                    object);
+    }
+    if (p.flags != address_flags(profile_)) {
+        throw Error(Errc::invalid_argument, "the peer carries immediate data differently (another libfabric build?)",
+                    backend_name, object);
+    }
+    const std::uint64_t peer_nonce = p.nonce;
+    {
+        std::lock_guard lock(mu_);
+        if (connect_called_.load(std::memory_order_acquire)) {
+            throw Error(Errc::invalid_state, "connect() was already called on this QP", backend_name, object);
+        }
+        if (profile_.ep_type == FI_EP_RDM) {
+            fi_addr_t addr = FI_ADDR_UNSPEC;
+            int n = fi_av_insert(av_.get(), p.name.data(), 1, &addr, 0, nullptr);
+            if (n != 1) fail(n < 0 ? n : -FI_EINVAL, "fi_av_insert", object, "the peer's endpoint name");
+            peer_ = addr;
+            peer_addr_ = std::move(p);
+            connect_called_.store(true, std::memory_order_release);
+            if (!error_.load(std::memory_order_acquire)) state_.store(QpState::rts, std::memory_order_release);
+            refresh_direct();
+            return;
+        }
+        if (peer_nonce == nonce_) {
+            throw Error(Errc::invalid_argument, "a QP cannot connect to itself over MSG endpoints", backend_name,
+                        object);
+        }
+        bool active = std::lexicographical_compare(my_name_.begin(), my_name_.end(), p.name.begin(), p.name.end()) ||
+                      (my_name_ == p.name && nonce_ < peer_nonce);
+        if (active) {
+            make_endpoint(dom_->info());
+            std::array<std::byte, 16> param{};
+            put64(param.data(), nonce_);
+            put64(param.data() + 8, peer_nonce);
+            check(fi_connect(ep_.get(), p.name.data(), param.data(), param.size()), "fi_connect", object);
+            cm_ = Cm::active_wait;
+        } else {
+            cm_ = Cm::passive_wait_request;
+        }
+        peer_addr_ = std::move(p);
+        connect_called_.store(true, std::memory_order_release);
+        if (!error_.load(std::memory_order_acquire)) state_.store(QpState::rtr, std::memory_order_release);
+        refresh_direct();
+    }
+    registry::want_attention(this);
+    if (!registry::peer_connecting(peer_nonce)) {
+        // The peer has not called connect() yet (or lives in another process): finish lazily.
+        registry::drive_all(true);
+        return;
+    }
+    // Both halves are in this process and started: finish both now.
+    auto deadline = std::chrono::steady_clock::now() + local_handshake_limit;
+    while (state() == QpState::rtr || !registry::peer_settled(peer_nonce)) {
+        registry::drive_all(false);
+        if (state() != QpState::rtr && registry::peer_settled(peer_nonce)) break;
+        if (std::chrono::steady_clock::now() > deadline) {
+            throw Error(Errc::invalid_state,
+                        "the handshake with the peer QP in this process did not finish within 10 s", backend_name,
+                        object);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    std::lock_guard lock(mu_);
+    if (cm_ == Cm::failed) {
+        throw Error(Errc::invalid_state, "connection handshake failed: " + cm_error_, backend_name, object);
+    }
+}
+
+bool OfiQp::drive(bool try_only) noexcept {
+    std::unique_lock lock(mu_, std::defer_lock);
+    if (try_only) {
+        if (!lock.try_lock()) return true;
+    } else {
+        lock.lock();
+    }
+    bool busy = false;
+    if (cm_ == Cm::active_wait || cm_ == Cm::passive_wait_request || cm_ == Cm::passive_wait_established) {
+        busy = drive_cm();
+    }
+    for (Ring* r : {&recv_, &send_}) {
+        if (r->posted.load(std::memory_order_relaxed) == r->tail.load(std::memory_order_acquire)) continue;
+        if (error_.load(std::memory_order_acquire) || ready_to_post(*r)) post_range(*r);
+        if (r->posted.load(std::memory_order_relaxed) != r->tail.load(std::memory_order_acquire) &&
+            connect_called_.load(std::memory_order_acquire)) {
+            busy = true;
+        }
+    }
+    refresh_direct();
+    return busy;
+}
+
+// Reads the QP's event queue (lock held). Returns whether the handshake is still under way.
+bool OfiQp::drive_cm() noexcept {
+    for (int i = 0; i < 16; ++i) {
+        std::uint32_t event = 0;
+        alignas(fi_eq_cm_entry) std::array<std::byte, sizeof(fi_eq_cm_entry) + 256> buf{};
+        ssize_t rd = fi_eq_read(eq_.get(), &event, buf.data(), buf.size(), 0);
+        if (rd == -FI_EAGAIN) break;
+        if (rd == -FI_EAVAIL) {
+            fi_eq_err_entry err{};
+            fi_eq_readerr(eq_.get(), &err, 0);
+            connection_failed(err.err != 0 ? err.err : FI_ECONNREFUSED);
+            break;
+        }
+        if (rd < 0) {
+            connection_failed(static_cast<int>(-rd));
+            break;
+        }
+        auto* cm = reinterpret_cast<fi_eq_cm_entry*>(buf.data());
+        const std::byte* data = buf.data() + sizeof(fi_eq_cm_entry);
+        std::size_t data_len =
+            static_cast<std::size_t>(rd) > sizeof(fi_eq_cm_entry) ? static_cast<std::size_t>(rd) - sizeof(fi_eq_cm_entry) : 0;
+        switch (event) {
+            case FI_CONNREQ: {
+                InfoPtr request(cm->info);
+                bool expected = cm_ == Cm::passive_wait_request && data_len >= 16 &&
+                                get_le(data, 8) == peer_addr_.nonce && get_le(data + 8, 8) == nonce_;
+                if (!expected) {
+                    fi_reject(pep_.get(), request->handle, nullptr, 0);
+                    break;
+                }
+                accept_request(request.get());
+                break;
+            }
+            case FI_CONNECTED:
+                if (ep_ && cm->fid == &ep_->fid) established();
+                if (cm->info) fi_freeinfo(cm->info);
+                break;
+            case FI_SHUTDOWN:
+                connection_failed(FI_ECONNRESET);
+                break;
+            default:
+                if (cm->info) fi_freeinfo(cm->info);
+                break;
+        }
+        if (cm_ == Cm::done || cm_ == Cm::failed) break;
+    }
+    return cm_ != Cm::done && cm_ != Cm::failed;
+}
+
+void OfiQp::accept_request(fi_info* request) noexcept {
+    try {
+        make_endpoint(request);
+    } catch (const std::exception& e) {
+        cm_error_ = e.what();
+        fi_reject(pep_.get(), request->handle, nullptr, 0);
+        ep_.reset();
+        ep_ready_.store(false, std::memory_order_release);
+        connection_failed(FI_ECONNABORTED);
+        return;
+    }
+    int ret = fi_accept(ep_.get(), nullptr, 0);
+    if (ret != 0) {
+        connection_failed(-ret);
+        return;
+    }
+    cm_ = Cm::passive_wait_established;
+}
+
+void OfiQp::established() noexcept {
+    cm_ = Cm::done;
+    if (!error_.load(std::memory_order_acquire)) state_.store(QpState::rts, std::memory_order_release);
+    post_range(send_);
+    refresh_direct();
+}
+
+// The handshake failed or the peer went away before it finished: the QP goes to error and the first
+// request that could not reach the peer reports transport_retry_exceeded (the peer-gone status).
+void OfiQp::connection_failed(int err) noexcept {
+    cm_ = Cm::failed;
+    try {
+        if (cm_error_.empty()) cm_error_ = fi_strerror(err);
+    } catch (...) {
+    }
+    origin_status_ = WcStatus::transport_retry_exceeded;
+    origin_vendor_err_ = static_cast<std::uint32_t>(err);
+    enter_error(send_, send_.posted.load(std::memory_order_relaxed));
+    post_range(send_);
+    post_range(recv_);
+}
+
+OfiQp::~OfiQp() {
+    registry::remove_live(this);
+    registry::drop_attention(this);
+    std::lock_guard lock(mu_);
+    ep_ready_.store(false, std::memory_order_release);
+    // After fi_close no provider entry names our slots; read the ones already queued before letting go.
+    ep_.reset();
+    pep_.reset();
+    send_cq_->drain_provider();
+    if (recv_cq_ != send_cq_) recv_cq_->drain_provider();
+    send_cq_->detach(send_);
+    recv_cq_->detach(recv_);
+    av_.reset();
+    operand_mr_.reset();
+    eq_.reset();
+}
+
+}  // namespace weft::ofi

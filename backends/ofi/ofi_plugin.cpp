@@ -1,0 +1,152 @@
+// The ofi plugin's entry point: configuration keys, probe, open, the fi_* error helper, and the
+// process-wide bookkeeping that lets QPs and CQs of one process drive each other's progress.
+#include "ofi.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace weft::ofi {
+
+[[noreturn]] void fail(long ret, std::string_view call, std::string_view object, std::string context) {
+    int err = static_cast<int>(ret < 0 ? -ret : ret);
+    std::string msg = context.empty() ? std::string() : context + ": ";
+    msg += std::string(call) + " failed: " + fi_strerror(err);
+    throw Error(std::error_code(err, fabric_category()), std::move(msg), backend_name, object);
+}
+
+namespace {
+
+constexpr std::array<KeySpec, 5> ofi_keys{{
+    {"provider",
+     "libfabric provider (fi_info -l): tcp, shm, sockets, verbs, tcp;ofi_rxm, verbs;ofi_rxm ...; default tcp"},
+    {"ep_type", "msg or rdm; default msg where the provider offers FI_EP_MSG (tcp, verbs, sockets), rdm otherwise"},
+    {"domain", "provider domain (NIC or interface), e.g. rxe0 or lo; default the first one fi_getinfo returns"},
+    {"node", "local address to bind; default 127.0.0.1 for tcp and sockets, none otherwise"},
+    {"atomics",
+     "auto (default): FI_ATOMIC when the provider keeps its message ordering with it; on; off"},
+}};
+
+std::string probe_ofi() {
+    fi_info* info = nullptr;
+    int ret = fi_getinfo(fi_api_version, nullptr, nullptr, 0, nullptr, &info);
+    InfoPtr hold(info);
+    if (ret != 0) return std::string("fi_getinfo found no provider: ") + fi_strerror(-ret);
+    if (info == nullptr) return "fi_getinfo returned no provider";
+    return {};
+}
+
+std::shared_ptr<detail::DomainImpl> open_ofi(const Config& config) {
+    return std::make_shared<OfiDomain>(config);
+}
+
+const detail::Plugin ofi_plugin{
+    detail::plugin_abi_version,
+    "ofi",
+    "libfabric: verbs, tcp, shm and other providers",
+    std::span<const KeySpec>(ofi_keys),
+    &probe_ofi,
+    &open_ofi,
+};
+
+}  // namespace
+
+namespace registry {
+namespace {
+
+std::mutex live_mu;
+std::vector<OfiQp*> live;
+
+std::mutex attention_mu;
+std::vector<OfiQp*> attention;
+std::atomic<std::size_t> attention_size{0};
+
+std::mutex manual_mu;
+std::vector<OfiCq*> manual;
+
+template <class T>
+void erase_value(std::vector<T*>& v, const T* p) {
+    v.erase(std::remove(v.begin(), v.end(), p), v.end());
+}
+
+}  // namespace
+
+void add_live(OfiQp* qp) {
+    std::lock_guard lock(live_mu);
+    live.push_back(qp);
+}
+
+void remove_live(OfiQp* qp) {
+    std::lock_guard lock(live_mu);
+    erase_value(live, qp);
+}
+
+bool peer_connecting(std::uint64_t nonce) {
+    std::lock_guard lock(live_mu);
+    for (const OfiQp* q : live) {
+        if (q->nonce() == nonce) return q->connect_called();
+    }
+    return false;
+}
+
+bool peer_settled(std::uint64_t nonce) {
+    std::lock_guard lock(live_mu);
+    for (const OfiQp* q : live) {
+        if (q->nonce() == nonce) return q->state() != QpState::rtr;
+    }
+    return true;
+}
+
+void want_attention(OfiQp* qp) {
+    std::lock_guard lock(attention_mu);
+    if (std::find(attention.begin(), attention.end(), qp) == attention.end()) attention.push_back(qp);
+    attention_size.store(attention.size(), std::memory_order_release);
+}
+
+void drop_attention(OfiQp* qp) {
+    std::lock_guard lock(attention_mu);
+    erase_value(attention, qp);
+    attention_size.store(attention.size(), std::memory_order_release);
+}
+
+bool attention_pending() noexcept { return attention_size.load(std::memory_order_relaxed) != 0; }
+
+// QP locks are only ever tried here: a poster holds its QP's lock while it asks for attention.
+void drive_all(bool try_only) noexcept {
+    std::unique_lock lock(attention_mu, std::defer_lock);
+    if (try_only) {
+        if (!lock.try_lock()) return;
+    } else {
+        lock.lock();
+    }
+    for (std::size_t i = 0; i < attention.size();) {
+        if (attention[i]->drive(true)) {
+            ++i;
+        } else {
+            attention.erase(attention.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+    }
+    attention_size.store(attention.size(), std::memory_order_release);
+}
+
+void add_manual(OfiCq* cq) {
+    std::lock_guard lock(manual_mu);
+    manual.push_back(cq);
+}
+
+void remove_manual(OfiCq* cq) {
+    std::lock_guard lock(manual_mu);
+    erase_value(manual, cq);
+}
+
+void kick_others(const OfiCq* self) noexcept {
+    std::unique_lock lock(manual_mu, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    for (OfiCq* cq : manual) {
+        if (cq != self) cq->kick();
+    }
+}
+
+}  // namespace registry
+}  // namespace weft::ofi
+
+WEFT_DEFINE_PLUGIN(weft::ofi::ofi_plugin)
