@@ -137,11 +137,6 @@ PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
             return PostStatus::invalid(i, "rkey does not fit in 32 bits: not a verbs key (a RemoteRegion of "
                                           "another backend?)");
         }
-        // rxe refuses these at post time and other devices fail them remotely; refusing here keeps the
-        // batch all-or-nothing and the behaviour the same on every device.
-        if (is_atomic(r.opcode) && (r.remote_addr & 7u) != 0) {
-            return PostStatus::invalid(i, "an atomic's remote address must be 8-byte aligned");
-        }
         if (r.opcode == Opcode::read && device_->max_sge_rd != 0 && r.num_sge > device_->max_sge_rd) {
             return PostStatus::invalid(i, "more segments than the device allows in a read (max_sge_rd)");
         }

@@ -57,6 +57,9 @@ PostStatus validate_send_batch(std::span<const SendRequest> batch, const QpCaps&
         if (is_atomic(r.opcode) && (r.num_sge != 1 || r.segments()[0].length != 8)) {
             return PostStatus::invalid(i, "an atomic needs exactly one 8-byte local segment for the result");
         }
+        if (is_atomic(r.opcode) && r.remote_addr % 8 != 0) {
+            return PostStatus::invalid(i, "an atomic's remote address must be 8-byte aligned");
+        }
         if (r.length() > domain_caps.max_msg_size) {
             return PostStatus::invalid(i, "message longer than the backend's max_msg_size");
         }

@@ -64,6 +64,9 @@ struct Capabilities {
     BackendKind kind = BackendKind::sim;
     std::string backend;            ///< "sim", "verbs", "ofi"
     std::string device;             ///< device, provider or fabric name
+    /// Which stack's documented deviations from the specification apply ("spec", "rxe", ...); see
+    /// docs/semantics.md. The simulator takes it from its `profile` key.
+    std::string profile = "spec";
     std::uint32_t features = 0;     ///< Feature bits
     std::uint32_t max_qp_wr = 0;    ///< largest max_send / max_recv
     std::uint32_t max_sge = 0;
