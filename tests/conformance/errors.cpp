@@ -125,7 +125,7 @@ BOOST_AUTO_TEST_CASE(local_segment_out_of_bounds_is_local_protection_error) {
     past.length = 64;  // runs 32 bytes past the region
     BOOST_REQUIRE(p.a.qp.post_send({write(1, past, p.b.remote(0, 64))}));
     auto c = next(p.a.cq);
-    BOOST_TEST(c.status == weft::test::expected(WcStatus::local_protection, {{"rxe", WcStatus::local_qp_operation}}));
+    BOOST_TEST(c.status == WcStatus::local_protection);  // rxe too: only an unknown lkey differs there
 }
 
 BOOST_AUTO_TEST_CASE(no_receive_is_rnr_retry_exceeded_and_responder_stays_usable, *needs(Feature::rnr)) {
