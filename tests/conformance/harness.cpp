@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 namespace weft::test {
@@ -18,6 +19,27 @@ std::string pick_config() {
 }
 
 bool is_sim() { return backend_caps().kind == BackendKind::sim; }
+
+const Pair* current_pair = nullptr;
+
+std::ofstream* recorder() {
+    static std::ofstream* out = [] () -> std::ofstream* {
+        const char* path = std::getenv("WEFT_CONFORMANCE_RECORD");
+        if (!path || !*path) return nullptr;
+        auto* f = new std::ofstream(path, std::ios::trunc);
+        if (!*f) BOOST_FAIL("cannot write WEFT_CONFORMANCE_RECORD file " << path);
+        return f;
+    }();
+    return out;
+}
+
+std::string case_name() { return boost::unit_test::framework::current_test_case().full_name(); }
+
+std::uint64_t digest(const std::vector<std::byte>& buf) {
+    std::uint64_t h = 1469598103934665603ull;
+    for (auto b : buf) h = (h ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
+    return h;
+}
 
 }  // namespace
 
@@ -75,17 +97,45 @@ Pair::Pair(QpOptions options, Access access) {
         s->buf.assign(buffer_size, std::byte{0});
         s->mr = s->domain.register_memory(s->buf, access);
     }
+    current_pair = this;
     auto addr_a = a.qp.address();
     auto addr_b = b.qp.address();
     a.qp.connect(addr_b);
     b.qp.connect(addr_a);
 }
 
+Pair::~Pair() {
+    if (auto* out = recorder()) {
+        *out << case_name() << " data a=" << std::hex << digest(a.buf) << " b=" << digest(b.buf) << std::dec << '\n';
+        out->flush();
+    }
+    if (current_pair == this) current_pair = nullptr;
+}
+
+void record(const CompletionQueue& cq, const Completion& c) {
+    auto* out = recorder();
+    if (!out) return;
+    const char* side = "-";
+    if (current_pair && &cq == &current_pair->a.cq) side = "a";
+    if (current_pair && &cq == &current_pair->b.cq) side = "b";
+    *out << case_name() << ' ' << side << " id=" << c.id << " status=" << c.status;
+    if (c.ok()) {
+        // Fields the contract defines: opcode on success; byte_len for receives, reads and atomics; imm.
+        *out << " opcode=" << c.opcode;
+        if (c.is_recv() || c.opcode == Opcode::read || is_atomic(c.opcode)) *out << " byte_len=" << c.byte_len;
+        if (c.has_imm) *out << " imm=" << c.imm;
+    }
+    *out << '\n';
+}
+
 std::optional<Completion> maybe_next(CompletionQueue& cq, std::chrono::milliseconds patience) {
     Completion wc[1];
     auto deadline = std::chrono::steady_clock::now() + patience;
     do {
-        if (!cq.poll(wc).empty()) return wc[0];
+        if (!cq.poll(wc).empty()) {
+            record(cq, wc[0]);
+            return wc[0];
+        }
         if (!is_sim()) std::this_thread::sleep_for(std::chrono::microseconds(50));
     } while (std::chrono::steady_clock::now() < deadline);
     return std::nullopt;

@@ -60,10 +60,18 @@ struct Pair {
     static constexpr std::size_t buffer_size = 64 * 1024;
 
     explicit Pair(QpOptions options = {}, Access access = all_access);
+    ~Pair();
+    Pair(const Pair&) = delete;
+    Pair& operator=(const Pair&) = delete;
 
     Side a;
     Side b;
 };
+
+/// When $WEFT_CONFORMANCE_RECORD names a file, every completion a case receives and a digest of both
+/// buffers at its end are appended there, one line each, so two backends' runs can be compared line by line
+/// (tests/CMakeLists.txt: the differential check of sim:profile=rxe against a real rxe device).
+void record(const CompletionQueue& cq, const Completion& c);
 
 /// Polls `cq` until one completion arrives or the deadline passes (then fails the test).
 Completion next(CompletionQueue& cq);
