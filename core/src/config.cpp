@@ -2,6 +2,8 @@
 #include <weft/config.hpp>
 #include <weft/error.hpp>
 
+#include "text.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -136,23 +138,14 @@ std::string_view Config::get_choice(std::string_view key, std::string_view fallb
     for (auto c : choices) {
         if (c == *v) return c;
     }
-    std::string accepted;
-    for (auto c : choices) {
-        if (!accepted.empty()) accepted += ", ";
-        accepted += c;
-    }
-    bad_value(*this, key, *v, accepted);
+    bad_value(*this, key, *v, detail::join_names(choices, [](std::string_view c) { return c; }));
 }
 
 void Config::check_keys(std::span<const KeySpec> accepted) const {
     for (const auto& [k, v] : entries_) {
         bool known = std::any_of(accepted.begin(), accepted.end(), [&](const KeySpec& s) { return s.name == k; });
         if (known) continue;
-        std::string list;
-        for (const auto& s : accepted) {
-            if (!list.empty()) list += ", ";
-            list += s.name;
-        }
+        std::string list = detail::join_names(accepted, [](const KeySpec& s) { return s.name; });
         throw Error(Errc::invalid_config,
                     "unknown key '" + k + "' for backend '" + backend_ + "'; accepted keys: " +
                         (list.empty() ? std::string("none") : list),

@@ -8,6 +8,8 @@
 #include <weft/domain.hpp>
 #include <weft/error.hpp>
 
+#include "text.hpp"
+
 #include <dlfcn.h>
 #include <sys/stat.h>
 
@@ -126,12 +128,7 @@ Loaded load(const Entry& e) {
 }
 
 std::string known_names() {
-    std::string s;
-    for (const auto& e : entries()) {
-        if (!s.empty()) s += ", ";
-        s += e.name;
-    }
-    return s;
+    return detail::join_names(entries(), [](const Entry& e) { return e.name; });
 }
 
 }  // namespace
