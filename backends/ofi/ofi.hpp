@@ -76,7 +76,9 @@ struct Profile {
     bool emulated_imm = false;      // write_with_imm = write + zero-length marker send (see ofi_datapath)
     bool atomics = false;
     bool fence = false;             // FI_FENCE in caps
-    bool manual_progress = false;   // data_progress == FI_PROGRESS_MANUAL
+    // The provider moves data only inside calls on its CQs (shm, rxm, and tcp in 1.17, which starts its
+    // progress thread only for blocking waits): idle pollers kick the other CQs of the process.
+    bool needs_kicks = false;
     bool verbs_status = false;      // prov_errno is an ibv_wc_status (the verbs provider)
     bool wait_fd = false;           // CQs open with FI_WAIT_FD
     bool delivery_complete = false; // sends and writes complete once placed at the target
@@ -221,6 +223,7 @@ struct Slot {
     WcStatus status = WcStatus::success;
     bool report = true;             // signaled (receives always)
     bool has_imm = false;
+    bool inline_data = false;       // FI_INJECT: the payload must be copied before post returns
     std::atomic<bool> done{false};
 };
 
@@ -235,6 +238,10 @@ struct Ring {
     std::unique_ptr<Slot[]> slots;
     std::unique_ptr<iovec[]> iovs;
     std::unique_ptr<void*[]> descs;
+    // Inline payloads of requests that could not be handed over during their post call (max_inline bytes
+    // per slot): the caller may reuse its buffer as soon as post returns.
+    std::unique_ptr<std::byte[]> inline_store;
+    std::uint32_t inline_size = 0;
 
     // Producer side (post_*): slots filled, and slots handed to the provider (or completed at post).
     // The producer moves them on the fast path; anyone holding the QP's lock moves them otherwise.
@@ -331,10 +338,18 @@ public:
     /// Advances the connection handshake and posts backlogged requests. Returns true while the QP
     /// still needs to be driven. Takes the QP's lock; `try_only` gives up when it is held elsewhere.
     bool drive(bool try_only) noexcept;
-    /// Moves the QP to the error state because slot `origin_seq` of `origin` failed.
-    void enter_error(Ring& origin, std::uint64_t origin_seq) noexcept;
+    /// Moves the QP to the error state because slot `origin_seq` of `origin` failed; `reason` is what the
+    /// origin reports when it has no status of its own (it was cancelled, or never reached the provider).
+    void enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason = WcStatus::general) noexcept;
+    /// A provider error for `s` arrived after the QP was already in error: when `s` precedes the recorded
+    /// origin on its ring (providers report a broken connection's requests in any order), it becomes the
+    /// origin. Consumer side only.
+    void lower_origin(Slot& s) noexcept;
+    /// The connected peer QP, in this process, is being destroyed.
+    void peer_gone() noexcept;
     bool in_error() const noexcept { return error_.load(std::memory_order_acquire); }
     std::uint64_t nonce() const noexcept { return nonce_; }
+    std::uint64_t peer_nonce() const noexcept { return peer_nonce_.load(std::memory_order_acquire); }
     bool connect_called() const noexcept { return connect_called_.load(std::memory_order_acquire); }
 
 private:
@@ -359,6 +374,7 @@ private:
     long issue(Slot& s, unsigned op) noexcept;
     bool post_range(Ring& r) noexcept;
     PostStatus post_slow(Ring& r, bool synthetic) noexcept;
+    void stash_inline(Ring& r) noexcept;
     void cancel_receives() noexcept;
     void progress_own() noexcept;
     bool ready_to_post(const Ring& r) const noexcept;
@@ -388,14 +404,16 @@ private:
     std::atomic<bool> error_{false};
     std::atomic<bool> connect_called_{false};
     std::atomic<bool> ep_ready_{false};   // the endpoint exists and takes receives
+    std::atomic<bool> peer_gone_{false};  // the in-process peer QP was destroyed
+    std::atomic<std::uint64_t> peer_nonce_{0};
     Cm cm_ = Cm::idle;
     std::uint64_t nonce_ = 0;
     std::vector<std::byte> my_address_;
     std::vector<std::byte> my_name_;
     PeerAddress peer_addr_;
     std::string cm_error_;
-    // The status of the request at the error origin when no provider entry tells it (connection lost).
-    WcStatus origin_status_ = WcStatus::general;
+    // The status of the request at the error origin when it has none of its own (connection lost).
+    std::atomic<WcStatus> origin_status_{WcStatus::general};
     std::uint32_t origin_vendor_err_ = 0;
 };
 
@@ -406,6 +424,8 @@ void add_live(OfiQp* qp);
 void remove_live(OfiQp* qp);
 /// Whether a QP with `nonce` lives in this process and has called connect().
 bool peer_connecting(std::uint64_t nonce);
+/// Tells the QP of this process whose nonce is `nonce` that its peer is going away.
+void tell_peer_gone(std::uint64_t nonce);
 /// False while a QP with `nonce` lives in this process and its handshake is under way.
 bool peer_settled(std::uint64_t nonce);
 

@@ -18,12 +18,24 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
 #include <thread>
 
 namespace weft::ofi {
 namespace {
 
 constexpr int eagain_retries = 256;
+
+// WEFT_OFI_TRACE=1 prints every provider error entry (the error path only) to stderr.
+bool trace_errors() noexcept {
+    static const bool on = [] {
+        const char* v = std::getenv("WEFT_OFI_TRACE");
+        return v != nullptr && *v != '\0' && *v != '0';
+    }();
+    return on;
+}
 
 bool is_flushed_origin(const Ring& r, std::uint64_t seq) noexcept {
     return r.error_origin.load(std::memory_order_acquire) == seq;
@@ -118,11 +130,12 @@ bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
     s.iov_count = 0;
     s.ops_posted = 0;
     s.kind = {OpKind::none, OpKind::none};
+    s.inline_data = false;
     s.fi_flags = FI_COMPLETION | (profile_.delivery_complete ? FI_DELIVERY_COMPLETE : 0);
     if (flush) {
         bool origin = is_flushed_origin(send_, s.seq);
         s.vendor_err = origin ? origin_vendor_err_ : 0;
-        finish_at_post(s, origin ? origin_status_ : WcStatus::flushed);
+        finish_at_post(s, origin ? origin_status_.load(std::memory_order_acquire) : WcStatus::flushed);
         return true;
     }
     auto segs = r.segments();
@@ -138,6 +151,7 @@ bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
         }
         s.iov_count = n;
         s.fi_flags |= FI_INJECT;
+        s.inline_data = true;
     } else if (!check_local(s, segs, r.opcode == Opcode::read || is_atomic(r.opcode))) {
         finish_at_post(s, WcStatus::local_protection);
         enter_error(send_, s.seq);
@@ -182,11 +196,6 @@ bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
             break;
         case Opcode::fetch_add:
         case Opcode::compare_swap:
-            if (r.remote_addr % 8 != 0) {
-                finish_at_post(s, WcStatus::remote_invalid_request);
-                enter_error(send_, s.seq);
-                return false;
-            }
             if (profile_.our_keys && (r.rkey & key_atomic_bit) == 0) {
                 finish_at_post(s, WcStatus::remote_access);
                 enter_error(send_, s.seq);
@@ -304,7 +313,7 @@ bool OfiQp::post_range(Ring& r) noexcept {
             if (origin == no_seq || s.seq >= origin) {
                 bool at_origin = s.seq == origin;
                 s.vendor_err = at_origin ? origin_vendor_err_ : 0;
-                finish_at_post(s, at_origin ? origin_status_ : WcStatus::flushed);
+                finish_at_post(s, at_origin ? origin_status_.load(std::memory_order_acquire) : WcStatus::flushed);
                 notify = true;
                 ++p;
                 continue;
@@ -355,12 +364,33 @@ bool OfiQp::post_range(Ring& r) noexcept {
     return complete;
 }
 
+// Copies the payload of every inline request still waiting for the provider into the ring, so that the
+// caller's buffer is free when post returns (mu_ held).
+void OfiQp::stash_inline(Ring& r) noexcept {
+    const std::uint64_t t = r.tail.load(std::memory_order_relaxed);
+    for (std::uint64_t p = r.posted.load(std::memory_order_relaxed); p < t; ++p) {
+        Slot& s = r.at(p);
+        if (!s.inline_data || s.ops_posted > 0 || r.inline_size == 0) continue;
+        std::byte* dst = &r.inline_store[static_cast<std::size_t>(p & r.mask) * r.inline_size];
+        std::size_t n = 0;
+        for (std::uint32_t i = 0; i < s.iov_count; ++i) {
+            std::memcpy(dst + n, s.iov[i].iov_base, s.iov[i].iov_len);
+            n += s.iov[i].iov_len;
+        }
+        s.iov[0].iov_base = dst;
+        s.iov[0].iov_len = n;
+        s.iov_count = n > 0 ? 1 : 0;
+        s.inline_data = false;
+    }
+}
+
 PostStatus OfiQp::post_slow(Ring& r, bool synthetic) noexcept {
     bool backlog;
     {
         std::lock_guard lock(mu_);
         if (error_.load(std::memory_order_acquire) || ready_to_post(r)) post_range(r);
         backlog = r.posted.load(std::memory_order_relaxed) != r.tail.load(std::memory_order_relaxed);
+        if (backlog) stash_inline(r);
         refresh_direct();
     }
     if (synthetic) r.cq->notify(r);
@@ -386,6 +416,11 @@ PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
     if (tail + batch.size() - r.freed.load(std::memory_order_acquire) > r.limit) return PostStatus::queue_full();
 
     bool flush = error_.load(std::memory_order_acquire);
+    if (!flush && peer_gone_.load(std::memory_order_relaxed)) {
+        // The first request after the peer vanished is the one that finds out (see peer_gone()).
+        enter_error(r, tail, WcStatus::transport_retry_exceeded);
+        flush = true;
+    }
     bool synthetic = false;
     std::uint64_t seq = tail;
     for (const SendRequest& req : batch) {
@@ -426,8 +461,9 @@ PostStatus OfiQp::post_recv(std::span<const RecvRequest> batch) noexcept {
 
 // ---- Errors
 
-void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq) noexcept {
+void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason) noexcept {
     if (error_.load(std::memory_order_acquire)) return;
+    origin_status_.store(reason, std::memory_order_release);
     std::uint64_t none = no_seq;
     origin.error_origin.compare_exchange_strong(none, origin_seq, std::memory_order_acq_rel);
     none = no_seq;
@@ -437,6 +473,15 @@ void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq) noexcept {
     send_.direct.store(false, std::memory_order_release);
     recv_.direct.store(false, std::memory_order_release);
     cancel_receives();
+}
+
+void OfiQp::lower_origin(Slot& s) noexcept {
+    Ring& r = *s.ring;
+    std::uint64_t origin = r.error_origin.load(std::memory_order_acquire);
+    if (origin == no_seq || s.seq >= origin || s.seq < r.head) return;
+    r.error_origin.store(s.seq, std::memory_order_release);
+    r.flush_from.store(s.seq + 1, std::memory_order_release);
+    if (s.status == WcStatus::flushed) s.status = origin_status_.load(std::memory_order_acquire);
 }
 
 // Receives still at the provider would wait for a message forever; cancelling them makes the provider
@@ -514,17 +559,34 @@ void OfiCq::absorb_error() noexcept {
     fi_cq_err_entry err{};
     if (fi_cq_readerr(cq_.get(), &err, 0) < 0) return;
     auto* ref = static_cast<OpRef*>(err.op_context);
+    if (trace_errors()) {
+        std::fprintf(stderr, "weft[ofi] cq error: context %p err %d (%s) prov_errno %d flags %s len %zu\n",
+                     err.op_context, err.err, fi_strerror(err.err), err.prov_errno,
+                     fi_tostr(&err.flags, FI_TYPE_CQ_EVENT_FLAGS), err.len);
+    }
     if (ref == nullptr) return;
     Slot& s = *ref->slot;
-    WcStatus st = map_error(*profile_, err.err, err.prov_errno);
+    Ring& r = *s.ring;
+    OfiQp& qp = *r.qp;
+    const bool already = qp.in_error();
+    // shm (1.17) reports some errors negated.
+    const int code = err.err < 0 ? -err.err : err.err;
+    const int prov = err.prov_errno < 0 ? -err.prov_errno : err.prov_errno;
+    WcStatus st = map_error(*profile_, code, err.prov_errno);
+    // weft cancels only after the QP is in error; a cancellation before that is the provider tearing the
+    // connection down (tcp does so when the peer closes it, or when the peer refused an access).
+    if (code == FI_ECANCELED && !already) st = WcStatus::transport_retry_exceeded;
     if (s.status == WcStatus::success) {
         s.status = st;
-        s.vendor_err = static_cast<std::uint32_t>(err.prov_errno != 0 ? err.prov_errno : err.err);
-        if (!s.ring->send_side) s.length = static_cast<std::uint32_t>(err.len);
+        s.vendor_err = static_cast<std::uint32_t>(prov != 0 ? prov : code);
+        if (!r.send_side) s.length = static_cast<std::uint32_t>(err.len);
     }
-    Ring& r = *s.ring;
+    if (already) {
+        qp.lower_origin(s);
+    } else {
+        qp.enter_error(r, s.seq, st == WcStatus::flushed ? WcStatus::general : st);
+    }
     if (--s.ops_left == 0) slot_finished(s);
-    r.qp->enter_error(r, s.seq);
 }
 
 std::size_t OfiCq::pump() noexcept {
@@ -626,8 +688,8 @@ std::size_t OfiCq::poll(std::span<Completion> out) noexcept {
         }
     }
     if (n == 0) {
-        // Idle: peers in this process may need this thread to make progress (manual-progress providers).
-        if (profile_->manual_progress) registry::kick_others(this);
+        // Idle: peers in this process may need this thread to make progress.
+        if (profile_->needs_kicks) registry::kick_others(this);
         if (wait_fd_ >= 0) arm_fd();
     }
     return n;
@@ -640,11 +702,11 @@ bool OfiCq::wait(std::chrono::nanoseconds timeout) {
         pump();
         if (registry::attention_pending()) registry::drive_all(true);
         if (deliverable()) return true;
-        if (profile_->manual_progress) registry::kick_others(this);
+        if (profile_->needs_kicks) registry::kick_others(this);
         auto now = std::chrono::steady_clock::now();
         if (now >= deadline) return false;
         auto slice = std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(1));
-        if (wait_fd_ >= 0 && !profile_->manual_progress) {
+        if (wait_fd_ >= 0 && !profile_->needs_kicks) {
             fid_t fids[1] = {&cq_->fid};
             if (fi_trywait(dom_->fabric(), fids, 1) == 0) {
                 pollfd pfd{wait_fd_, POLLIN, 0};

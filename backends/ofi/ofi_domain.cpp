@@ -188,8 +188,13 @@ void OfiDomain::choose_info(const Config& cfg) {
         types = {FI_EP_MSG, FI_EP_RDM};
     }
 
+    static constexpr std::string_view dc_choices[] = {"auto", "on", "off"};
+    std::string_view dc_mode = cfg.get_choice("delivery_complete", "auto", dc_choices);
+    // shm 1.17 under FI_DELIVERY_COMPLETE never completes a truncated receive nor a write it refuses.
+    bool want_dc = dc_mode == "on" || (dc_mode == "auto" && q.provider != "shm");
+
     int ret = -FI_ENODATA;
-    for (bool delivery : {true, false}) {
+    for (bool delivery : {want_dc, false}) {
     q.delivery_complete = delivery;
     for (fi_ep_type t : types) {
         q.ep_type = t;
@@ -264,7 +269,7 @@ void OfiDomain::choose_info(const Config& cfg) {
     p.native_imm = (i.mode & FI_RX_CQ_DATA) != 0 && p.cq_data_size >= 4;
     p.emulated_imm = !p.native_imm && p.cq_data_size >= 8;
     p.fence = (i.caps & FI_FENCE) != 0;
-    p.manual_progress = i.domain_attr->data_progress == FI_PROGRESS_MANUAL;
+    p.needs_kicks = i.domain_attr->data_progress == FI_PROGRESS_MANUAL || p.provider != "verbs";
     p.verbs_status = p.provider.rfind("verbs", 0) == 0;
     p.inject_size = i.tx_attr->inject_size;
     p.iov_limit = static_cast<std::uint32_t>(std::max<std::size_t>(
@@ -279,18 +284,26 @@ void OfiDomain::fill_capabilities() {
     caps.backend = std::string(backend_name);
     caps.device = p.provider + "/" + (i.domain_attr->name ? i.domain_attr->name : "?") +
                   (p.ep_type == FI_EP_MSG ? " (msg)" : " (rdm)");
+    // Named deviations from the specification (docs/semantics.md) are per provider: "ofi-tcp",
+    // "ofi-shm", "ofi-tcp-rxm", "ofi-sockets", "ofi-verbs".
+    std::string name = p.provider;
+    for (std::string::size_type at; (at = name.find(";ofi_")) != std::string::npos;) name.replace(at, 5, "-");
+    caps.profile = "ofi-" + name;
     std::uint32_t f = static_cast<std::uint32_t>(Feature::wait) | static_cast<std::uint32_t>(Feature::error_flush) |
-                      static_cast<std::uint32_t>(Feature::zero_length) |
-                      static_cast<std::uint32_t>(Feature::remote_access_check);
+                      static_cast<std::uint32_t>(Feature::zero_length);
     auto add = [&f](Feature x) { f |= static_cast<std::uint32_t>(x); };
+    // Only where the requester is told: sockets answers with -FI_EACCES, verbs hardware NAKs. tcp and
+    // rxm close the connection (the requester sees transport_retry_exceeded); shm either skips the check
+    // (transmit-complete writes go through) or never completes the request (delivery-complete).
+    if (p.provider == "sockets" || p.provider == "verbs") add(Feature::remote_access_check);
     if (p.cq_data_size >= 4) add(Feature::send_with_imm);
     if (p.native_imm || p.emulated_imm) add(Feature::write_with_imm);
     if ((i.caps & FI_RMA) != 0 && (i.tx_attr->caps & (FI_READ | FI_RMA)) != 0) add(Feature::read);
     if (p.atomics) add(Feature::atomics);
     if (p.fence) add(Feature::fence);
     if (p.inject_size > 0) add(Feature::inline_data);
-    // An fd only helps a sleeping user when the provider progresses on its own.
-    if (p.wait_fd && !p.manual_progress) add(Feature::cq_fd);
+    // An fd only helps a sleeping user when the provider progresses on its own (hardware does).
+    if (p.wait_fd && !p.needs_kicks) add(Feature::cq_fd);
     caps.features = f;
     caps.max_qp_wr = static_cast<std::uint32_t>(
         std::min<std::size_t>({i.tx_attr->size, i.rx_attr->size, std::numeric_limits<std::uint32_t>::max()}));

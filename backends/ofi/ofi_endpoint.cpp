@@ -143,11 +143,11 @@ OfiCq::OfiCq(std::shared_ptr<OfiDomain> dom, const CqOptions& options)
     if (profile_->wait_fd && (dom_->caps.features & static_cast<std::uint32_t>(Feature::cq_fd)) != 0) {
         check(fi_control(&cq->fid, FI_GETWAIT, &wait_fd_), "fi_control(FI_GETWAIT)", "create_cq");
     }
-    if (profile_->manual_progress) registry::add_manual(this);
+    if (profile_->needs_kicks) registry::add_manual(this);
 }
 
 OfiCq::~OfiCq() {
-    if (profile_->manual_progress) registry::remove_manual(this);
+    if (profile_->needs_kicks) registry::remove_manual(this);
 }
 
 // ---- Queue pair setup
@@ -171,9 +171,13 @@ OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
     const QpOptions& o = setup.options;
     caps.max_send = o.max_send;
     caps.max_recv = o.max_recv;
-    caps.max_sge = std::max(o.max_sge, profile_.iov_limit);
-    caps.max_inline = dcaps_.max_inline;
+    caps.max_sge = o.max_sge;  // exactly what was asked, so that validation enforces it
+    caps.max_inline = o.max_inline;  // what was asked: the ring keeps max_inline bytes per slot
     init_ring(send_, this, send_cq_.get(), true, o.max_send, caps.max_sge);
+    if (o.max_inline > 0) {
+        send_.inline_size = o.max_inline;
+        send_.inline_store = std::make_unique<std::byte[]>(static_cast<std::size_t>(send_.mask + 1) * o.max_inline);
+    }
     init_ring(recv_, this, recv_cq_.get(), false, o.max_recv, caps.max_sge);
 
     fi_eq_attr eq_attr{};
@@ -306,6 +310,7 @@ void OfiQp::connect(std::span<const std::byte> bytes) {
             if (n != 1) fail(n < 0 ? n : -FI_EINVAL, "fi_av_insert", object, "the peer's endpoint name");
             peer_ = addr;
             peer_addr_ = std::move(p);
+            peer_nonce_.store(peer_nonce, std::memory_order_release);
             connect_called_.store(true, std::memory_order_release);
             if (!error_.load(std::memory_order_acquire)) state_.store(QpState::rts, std::memory_order_release);
             refresh_direct();
@@ -328,6 +333,7 @@ void OfiQp::connect(std::span<const std::byte> bytes) {
             cm_ = Cm::passive_wait_request;
         }
         peer_addr_ = std::move(p);
+        peer_nonce_.store(peer_nonce, std::memory_order_release);
         connect_called_.store(true, std::memory_order_release);
         if (!error_.load(std::memory_order_acquire)) state_.store(QpState::rtr, std::memory_order_release);
         refresh_direct();
@@ -462,15 +468,23 @@ void OfiQp::connection_failed(int err) noexcept {
         if (cm_error_.empty()) cm_error_ = fi_strerror(err);
     } catch (...) {
     }
-    origin_status_ = WcStatus::transport_retry_exceeded;
     origin_vendor_err_ = static_cast<std::uint32_t>(err);
-    enter_error(send_, send_.posted.load(std::memory_order_relaxed));
+    enter_error(send_, send_.posted.load(std::memory_order_relaxed), WcStatus::transport_retry_exceeded);
     post_range(send_);
     post_range(recv_);
 }
 
+// Called with the registry's lock held by the peer's destructor. Libfabric does not always survive a
+// post to a peer endpoint closed in the same process (shm 1.17 faults in fi_writemsg), and RC reports a
+// vanished peer as transport_retry_exceeded: the next send does so without reaching the provider.
+void OfiQp::peer_gone() noexcept {
+    peer_gone_.store(true, std::memory_order_release);
+    send_.direct.store(false, std::memory_order_release);
+}
+
 OfiQp::~OfiQp() {
     registry::remove_live(this);
+    if (std::uint64_t peer = peer_nonce_.load(std::memory_order_acquire); peer != 0) registry::tell_peer_gone(peer);
     registry::drop_attention(this);
     std::lock_guard lock(mu_);
     ep_ready_.store(false, std::memory_order_release);

@@ -16,7 +16,7 @@ namespace weft::ofi {
 
 namespace {
 
-constexpr std::array<KeySpec, 5> ofi_keys{{
+constexpr std::array<KeySpec, 6> ofi_keys{{
     {"provider",
      "libfabric provider (fi_info -l): tcp, shm, sockets, verbs, tcp;ofi_rxm, verbs;ofi_rxm ...; default tcp"},
     {"ep_type", "msg or rdm; default msg where the provider offers FI_EP_MSG (tcp, verbs, sockets), rdm otherwise"},
@@ -24,6 +24,9 @@ constexpr std::array<KeySpec, 5> ofi_keys{{
     {"node", "local address to bind; default 127.0.0.1 for tcp and sockets, none otherwise"},
     {"atomics",
      "auto (default): FI_ATOMIC when the provider keeps its message ordering with it; on; off"},
+    {"delivery_complete",
+     "sends and writes complete once placed at the target (FI_DELIVERY_COMPLETE): auto (default: on, off "
+     "for shm, which loses truncated receives with it), on, off"},
 }};
 
 std::string probe_ofi() {
@@ -86,6 +89,13 @@ bool peer_connecting(std::uint64_t nonce) {
         if (q->nonce() == nonce) return q->connect_called();
     }
     return false;
+}
+
+void tell_peer_gone(std::uint64_t nonce) {
+    std::lock_guard lock(live_mu);
+    for (OfiQp* q : live) {
+        if (q->nonce() == nonce) q->peer_gone();
+    }
 }
 
 bool peer_settled(std::uint64_t nonce) {

@@ -4,6 +4,8 @@
 //   weft-ofi-smoke                                 # ofi:provider=tcp
 //   weft-ofi-smoke 'ofi:provider=tcp;ofi_rxm'
 //   weft-ofi-smoke ofi:provider=shm
+//   weft-ofi-smoke ofi:provider=tcp two-domains    # each QP on its own domain, as two nodes would be
+//   weft-ofi-smoke ofi:provider=tcp own-cq-only    # wait on one CQ at a time, never polling the peer's
 #include <weft/weft.hpp>
 
 #include <chrono>
@@ -18,6 +20,8 @@ namespace {
 
 // Both QPs live in this thread: while waiting on one CQ, poll the other too (manual-progress providers
 // move a side only when its CQ is polled) and keep what it returns for later.
+bool own_cq_only = false;  // poll only the CQ waited on, as a test harness might
+
 struct Cq {
     weft::CompletionQueue cq;
     std::deque<weft::Completion> kept;
@@ -29,7 +33,9 @@ weft::Completion wait_one(Cq& mine, Cq& other) {
     while (mine.kept.empty()) {
         if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("no completion within 10 s");
         for (auto& c : mine.cq.poll(wc)) mine.kept.push_back(c);
-        for (auto& c : other.cq.poll(wc)) other.kept.push_back(c);
+        if (!own_cq_only) {
+            for (auto& c : other.cq.poll(wc)) other.kept.push_back(c);
+        }
     }
     auto c = mine.kept.front();
     mine.kept.pop_front();
@@ -47,7 +53,14 @@ void expect(bool ok, const char* what) {
 
 int main(int argc, char** argv) try {
     std::string config = argc > 1 ? argv[1] : "ofi:provider=tcp";
+    bool two_domains = false;
+    for (int i = 2; i < argc; ++i) {
+        two_domains |= std::string(argv[i]) == "two-domains";
+        own_cq_only |= std::string(argv[i]) == "own-cq-only";
+    }
     auto dom = weft::open(config);
+    auto dom_b = two_domains ? weft::open(config) : weft::Domain();
+    weft::Domain& db = two_domains ? dom_b : dom;
     const auto& caps = dom.capabilities();
     std::cout << "config " << config << "\ndevice " << caps.device << "\nfeatures";
     for (std::uint32_t bit = 1; bit != 0 && bit <= (1u << 12); bit <<= 1) {
@@ -57,12 +70,12 @@ int main(int argc, char** argv) try {
               << " max_msg_size " << caps.max_msg_size << "\n";
 
     Cq cq_a{dom.create_cq({.depth = 64}), {}};
-    Cq cq_b{dom.create_cq({.depth = 64}), {}};
+    Cq cq_b{db.create_cq({.depth = 64}), {}};
     auto qa = dom.create_qp({.send_cq = cq_a.cq, .recv_cq = cq_a.cq, .max_send = 32, .max_recv = 32});
-    auto qb = dom.create_qp({.send_cq = cq_b.cq, .recv_cq = cq_b.cq, .max_send = 32, .max_recv = 32});
+    auto qb = db.create_qp({.send_cq = cq_b.cq, .recv_cq = cq_b.cq, .max_send = 32, .max_recv = 32});
     std::vector<std::byte> abuf(1 << 16), bbuf(1 << 16);
     auto ma = dom.register_memory(abuf, weft::all_access);
-    auto mb = dom.register_memory(bbuf, weft::all_access);
+    auto mb = db.register_memory(bbuf, weft::all_access);
 
     auto t0 = std::chrono::steady_clock::now();
     qa.connect(qb.address());
