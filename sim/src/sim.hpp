@@ -5,11 +5,14 @@
 // progress is single-threaded and deterministic: events are ordered by (time, sequence number) and nothing
 // depends on addresses or wall-clock time.
 //
-// RC model: a requester transmits its send-queue entries in order; each becomes one message that arrives
-// at the responder after serialization and latency; the responder executes messages strictly in sequence
-// (message sequence numbers stand in for PSNs) and answers with an acknowledgement, an RNR NAK or an error
-// NAK. RNR NAKs rewind the requester (go-back-N); missing acknowledgements trigger retransmission after the
-// local ACK timeout. Completions are produced in posting order.
+// RC model: a requester transmits its send-queue entries in order; each becomes one message of
+// ceil(length / mtu) packets serialized on the sending node's link. The responder checks a message when
+// its first packet arrives (keys, bounds, a receive to consume) and places the packets as they arrive, in
+// address order or, with torn placement, in a seeded permutation; after the last packet it completes the
+// message and answers with an acknowledgement. Messages execute strictly in sequence (message sequence
+// numbers stand in for PSNs); a read or atomic may be deferred past later unfenced messages. RNR NAKs rewind
+// the requester (go-back-N); missing acknowledgements trigger retransmission after the local ACK timeout.
+// Completions are produced in posting order.
 #pragma once
 
 #include <weft/backend.hpp>
@@ -28,12 +31,28 @@ class SimCq;
 class SimDomain;
 class SimQp;
 
+/// Legal behaviours the seed may choose (`reorder=` key); bit flags.
+enum Reorder : std::uint32_t {
+    reorder_none = 0,
+    reorder_torn = 1u << 0,              ///< packets of a message are placed in a seeded permutation
+    reorder_read_after_write = 1u << 1,  ///< a read/atomic may execute after later unfenced messages
+    reorder_jitter = 1u << 2,            ///< acknowledgements and responses arrive with seeded extra delay
+    reorder_all = reorder_torn | reorder_read_after_write | reorder_jitter,
+};
+
+/// Which stack's documented deviations the simulator reproduces (`profile=` key).
+enum class Profile : std::uint8_t { spec, rxe };
+
 /// Fabric-wide parameters from the configuration string.
 struct Params {
     std::string name = "default";
     std::uint64_t seed = 1;
     std::uint64_t latency_ns = 1000;   ///< one-way wire latency
     double gbps = 100.0;               ///< link bandwidth
+    std::uint32_t mtu = 4096;          ///< packet payload size
+    std::uint32_t reorder = reorder_all;
+    Profile profile = Profile::spec;
+    bool strict = false;               ///< abort on the first misuse
     friend bool operator==(const Params&, const Params&) = default;
 };
 
@@ -42,12 +61,15 @@ enum class EventKind : std::uint8_t {
     ack,        ///< an acknowledgement or NAK for message `msn` reaches the requester `qpn`
     rnr_retry,  ///< the RNR back-off of requester `qpn` is over
     timeout,    ///< the local ACK timer of requester `qpn`
+    place,      ///< the next packet of the message responder `qpn` is receiving lands
+    deferred,   ///< responder `qpn` executes the read or atomic it deferred
 };
 
 struct Event {
     std::uint64_t time = 0;
     std::uint64_t seq = 0;
     std::uint64_t msn = 0;
+    std::uint64_t base = 0;        ///< deliver: when the message's transmission began, plus latency
     std::uint32_t qpn = 0;
     std::uint32_t peer = 0;
     std::uint32_t generation = 0;  ///< for timers: the arm count it belongs to
@@ -67,6 +89,10 @@ public:
     }
     /// Uniform in [0, bound).
     std::uint64_t below(std::uint64_t bound) noexcept { return bound ? next() % bound : 0; }
+    /// True with probability `p` (0 never draws).
+    bool chance(double p) noexcept {
+        return p > 0 && static_cast<double>(next() >> 11) * 0x1.0p-53 < p;
+    }
 
 private:
     std::uint64_t state_;
@@ -99,6 +125,33 @@ public:
     void remove_qp(std::uint32_t qpn) noexcept;
     SimQp* find_qp(std::uint32_t qpn) const noexcept;
     std::uint32_t add_node() noexcept { return next_node_++; }
+    template <class F>
+    void for_each_qp(F f) const {
+        for (SimQp* qp : qps_) {
+            if (qp) f(*qp);
+        }
+    }
+
+    /// Serialization time of `bytes` on a link.
+    std::uint64_t wire_ns(std::uint64_t bytes) const noexcept {
+        return static_cast<std::uint64_t>(static_cast<double>(bytes) * ns_per_byte_ + 0.5);
+    }
+    /// Packets a message of `bytes` takes (at least one).
+    std::uint32_t packets(std::uint64_t bytes) const noexcept {
+        return bytes <= params.mtu ? 1u : static_cast<std::uint32_t>((bytes + params.mtu - 1) / params.mtu);
+    }
+    bool reorders(Reorder r) const noexcept { return (params.reorder & r) != 0; }
+    /// Extra delay of an acknowledgement or response (0 unless jitter is on).
+    std::uint64_t ack_jitter() noexcept {
+        return reorders(reorder_jitter) ? rng.below(params.latency_ns / 2 + 1) : 0;
+    }
+
+    /// Records a misuse of the API: logged, printed to stderr, and fatal in strict mode. Fabric lock held.
+    void report_misuse(std::string what);
+    /// Moves the QPs of CQs that overran to error (deferred out of the push that overran). Fabric lock held.
+    void handle_overruns() noexcept;
+    std::vector<SimCq*> overrun_cqs;
+    std::vector<std::string> misuse_log;
 
     /// Wakes threads blocked in CompletionQueue::wait on an idle fabric (only when there are any).
     void notify_post() {
@@ -125,6 +178,7 @@ private:
     std::vector<std::uint32_t> qp_gen_;  // slot -> generation, so a reused slot gets a new qpn
     std::vector<std::uint32_t> free_slots_;
     std::uint32_t next_node_ = 0;
+    double ns_per_byte_;
 };
 
 /// Finds or creates the fabric called params.name. A fabric lives while a domain uses it. Throws when an
@@ -153,6 +207,9 @@ public:
     /// The region a key names, or null (unknown, stale or deregistered key). Needs the fabric lock.
     const SimMr* find_mr(std::uint64_t key) const noexcept;
     void remove_mr(std::uint32_t slot) noexcept;
+
+    std::uint64_t link_free = 0;  ///< when this node's outbound link is next idle (fabric lock)
+    Profile profile() const noexcept { return fabric_->params.profile; }
 
     const std::shared_ptr<FabricState>& fabric() const noexcept { return fabric_; }
     std::uint32_t node() const noexcept { return node_; }
@@ -187,6 +244,8 @@ public:
     bool empty() const noexcept { return count_ == 0; }
     bool overrun() const noexcept { return overrun_; }
     const SimDomain& domain() const noexcept { return *domain_; }
+    /// The queue overran: it is in error and takes no more entries.
+    bool in_error() const noexcept { return overrun_; }
     /// Keeps the eventfd readable exactly when poll() may return something (fabric lock held).
     void sync_fd() noexcept;
 
@@ -241,23 +300,37 @@ public:
     void on_ack(const Event& e) noexcept;
     void on_rnr_retry(const Event& e) noexcept;
     void on_timeout(const Event& e) noexcept;
+    void on_place(const Event& e) noexcept;
+    /// A timer or follow-up event that was cancelled; it is dropped without advancing the clock.
+    bool is_stale(const Event& e) const noexcept;
+    void on_deferred(const Event& e) noexcept;
+    /// Moves the QP to error because its CQ overran.
+    void on_cq_error() noexcept { enter_error(); }
+    bool uses_cq(const SimCq* cq) const noexcept { return send_cq_.get() == cq || recv_cq_.get() == cq; }
+    /// Describes, for a misuse report, the posted requests of this QP that still use region `lkey`; empty
+    /// when none does.
+    std::string references(std::uint32_t lkey) const;
+    const SimDomain& domain() const noexcept { return *domain_; }
     /// A polled completion frees its queue slot and every earlier one of that queue.
     void release(bool send_queue, std::uint64_t wqe) noexcept;
 
 private:
     friend class SimCq;
 
-    std::span<LocalSegment> sq_sges(std::uint64_t i) noexcept {
+    std::span<const LocalSegment> sq_sges(std::uint64_t i) const noexcept {
         return {&sq_sge_[(i % sq_.size()) * max_sge_], sq_[i % sq_.size()].num_sge};
     }
-    std::span<LocalSegment> rq_sges(std::uint64_t i) noexcept {
+    std::span<const LocalSegment> rq_sges(std::uint64_t i) const noexcept {
         return {&rq_sge_[(i % rq_.size()) * max_sge_], rq_[i % rq_.size()].num_sge};
     }
     SqEntry& sq_at(std::uint64_t i) noexcept { return sq_[i % sq_.size()]; }
+    const SqEntry& sq_at(std::uint64_t i) const noexcept { return sq_[i % sq_.size()]; }
     RqEntry& rq_at(std::uint64_t i) noexcept { return rq_[i % rq_.size()]; }
+    const RqEntry& rq_at(std::uint64_t i) const noexcept { return rq_[i % rq_.size()]; }
 
     void transmit_pending() noexcept;
-    bool check_local(std::uint64_t i) noexcept;
+    /// 0 when the local segments of send-queue entry `i` are usable, else why not.
+    int check_local(std::uint64_t i) noexcept;
     void arm_timer() noexcept;
     void complete_in_order() noexcept;
     void enter_error() noexcept;
@@ -267,10 +340,21 @@ private:
     void emit_recv(std::uint64_t i, WcStatus status, Opcode op, std::uint32_t byte_len, bool has_imm,
                    std::uint32_t imm) noexcept;
     void send_ack(std::uint32_t requester, std::uint64_t msn, WcStatus status, std::uint64_t response_bytes) noexcept;
-    /// Responder side: executes message `msn` of requester `q`; returns the status to acknowledge with.
-    WcStatus execute(SimQp& q, std::uint64_t msn) noexcept;
+    /// Responder side, first packet of send/write message `msn` of requester `q`: checks it and consumes a
+    /// receive; returns the status to answer with (success: its packets may be placed).
+    WcStatus begin_message(SimQp& q, std::uint64_t msn) noexcept;
+    /// Places packet `k` (in arrival order) of the inbound message; false when it failed (already handled).
+    bool place_packet(std::uint32_t k) noexcept;
+    /// Places whatever of the inbound message is left and completes it.
+    void finish_inbound() noexcept;
+    void schedule_place() noexcept;
+    /// Responder side: checks read/atomic `msn` of `q`; success when it may execute.
+    WcStatus check_response(SimQp& q, std::uint64_t msn) noexcept;
+    /// Executes a checked read/atomic and answers it.
+    void execute_response(SimQp& q, std::uint64_t msn) noexcept;
+    void run_deferred() noexcept;
     const SimMr* check_remote(std::uint64_t rkey, std::uint64_t addr, std::uint64_t length, Access right) const noexcept;
-    std::uint64_t wire_time(std::uint64_t bytes) const noexcept;
+    WcStatus local_key_error(int why) const noexcept;
 
     std::shared_ptr<SimDomain> domain_;
     FabricState& fabric_;
@@ -301,7 +385,7 @@ private:
     std::uint64_t rq_released_ = 0;
 
     // requester transport state
-    std::uint64_t link_free_ = 0;     ///< when this QP's outbound link is next idle
+    std::uint64_t rd_atomic_end_ = 0;  ///< one past the last read/atomic transmitted (fence waits for it)
     std::uint32_t rnr_count_ = 0;
     std::uint32_t retry_count_ = 0;
     bool rnr_wait_ = false;
@@ -312,6 +396,29 @@ private:
 
     // responder state
     std::uint64_t expected_msn_ = 0;
+
+    /// The send/write message whose packets are landing.
+    struct Inbound {
+        bool active = false;
+        std::uint32_t requester = 0;
+        std::uint32_t packets = 0;
+        std::uint32_t placed = 0;     ///< packets placed so far (in arrival order)
+        std::uint32_t gen = 0;        ///< matches the pending place event
+        std::uint64_t msn = 0;
+        std::uint64_t base = 0;       ///< arrival of packet k = base + wire_ns(end of packet k)
+        std::uint64_t length = 0;
+        std::uint64_t rq = 0;         ///< the receive it consumed (send, write_with_imm)
+        std::uint64_t perm_key = 0;   ///< placement permutation (torn)
+        bool consumes_recv = false;
+    } inbound_;
+
+    /// The read or atomic executing later than messages behind it (read_after_write).
+    struct Deferred {
+        bool active = false;
+        std::uint32_t requester = 0;
+        std::uint32_t gen = 0;
+        std::uint64_t msn = 0;
+    } deferred_;
 };
 
 /// IB encodings to virtual nanoseconds.

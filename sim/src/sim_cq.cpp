@@ -30,8 +30,16 @@ SimCq::~SimCq() {
 }
 
 void SimCq::push(const CqEntry& e) noexcept {
+    if (overrun_) return;  // a CQ in error takes nothing more
     if (count_ == ring_.size()) {
+        // As in verbs: the CQ goes to error and every QP using it follows (once this event is done).
         overrun_ = true;
+        FabricState& f = *domain_->fabric();
+        f.overrun_cqs.push_back(this);
+        f.report_misuse("completion queue of depth " + std::to_string(ring_.size()) +
+                        " overran (a completion of QP " + std::to_string(e.wc.qp_num) +
+                        " had no room): the CQ is in error, its QPs go to error, later completions are lost; "
+                        "size CQs for every request and receive that can complete before the next poll");
         return;
     }
     ring_[(head_ + count_) % ring_.size()] = e;

@@ -13,23 +13,29 @@ namespace {
 // An RNR NAK travels in an ack event under this status; it never reaches a completion as such.
 constexpr WcStatus rnr_nak = WcStatus::rnr_retry_exceeded;
 
+enum SegmentCheck : int { segments_fine = 0, unknown_key = 1, outside_region = 2 };
+
 // Whether every segment lies inside a region of `domain` that has the needed right.
-bool segments_ok(const SimDomain& domain, std::span<const LocalSegment> segs, bool need_write) noexcept {
+int check_segments(const SimDomain& domain, std::span<const LocalSegment> segs, bool need_write) noexcept {
     for (const auto& s : segs) {
         if (s.length == 0) continue;
         const SimMr* mr = domain.find_mr(s.lkey);
-        if (!mr) return false;
+        if (!mr) return unknown_key;
         auto base = reinterpret_cast<std::uint64_t>(mr->addr);
-        if (s.addr < base || s.addr - base > mr->length || s.length > mr->length - (s.addr - base)) return false;
-        if (need_write && !has(mr->access, Access::local_write)) return false;
+        if (s.addr < base || s.addr - base > mr->length || s.length > mr->length - (s.addr - base)) return outside_region;
+        if (need_write && !has(mr->access, Access::local_write)) return outside_region;
     }
-    return true;
+    return segments_fine;
 }
 
-// Copies `length` bytes from a gather list into a scatter list.
-void copy_sg(std::span<const LocalSegment> src, std::span<const LocalSegment> dst, std::uint64_t length) noexcept {
+// Copies bytes [offset, offset + length) of a message from its gather list to the same bytes of a scatter
+// list (a contiguous destination is a one-segment list).
+void copy_range(std::span<const LocalSegment> src, std::span<const LocalSegment> dst, std::uint64_t offset,
+                std::uint64_t length) noexcept {
     std::size_t si = 0, di = 0;
-    std::uint64_t so = 0, doff = 0;
+    std::uint64_t so = offset, doff = offset;
+    while (si < src.size() && so >= src[si].length) so -= src[si++].length;
+    while (di < dst.size() && doff >= dst[di].length) doff -= dst[di++].length;
     while (length > 0 && si < src.size() && di < dst.size()) {
         std::uint64_t n = std::min({length, src[si].length - so, dst[di].length - doff});
         if (n > 0) std::memmove(reinterpret_cast<void*>(dst[di].addr + doff), reinterpret_cast<const void*>(src[si].addr + so), n);
@@ -45,10 +51,37 @@ LocalSegment contiguous(std::uint64_t addr, std::uint64_t length) noexcept {
     return {addr, static_cast<std::uint32_t>(length), 0, nullptr};
 }
 
+// A keyed pseudo-random permutation of [0, n): a 4-round Feistel network on the smallest even number of bits
+// that covers n, cycle-walking values outside [0, n). O(1) state, so torn placement needs no buffer.
+std::uint32_t permute(std::uint32_t k, std::uint32_t n, std::uint64_t key) noexcept {
+    if (n <= 1 || key == 0) return k;
+    unsigned bits = 1;
+    while ((1ull << bits) < n) ++bits;
+    const unsigned half = (bits + 1) / 2;
+    const std::uint32_t mask = (1u << half) - 1;
+    std::uint32_t x = k;
+    do {
+        std::uint32_t l = x >> half, r = x & mask;
+        for (std::uint64_t round = 0; round < 4; ++round) {
+            std::uint64_t z = key + round * 0x9e3779b97f4a7c15ull + r;
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            const std::uint32_t f = static_cast<std::uint32_t>(z ^ (z >> 31)) & mask;
+            const std::uint32_t next_l = r;
+            r = l ^ f;
+            l = next_l;
+        }
+        x = (l << half) | r;
+    } while (x >= n);
+    return x;
+}
+
 }  // namespace
 
-std::uint64_t SimQp::wire_time(std::uint64_t bytes) const noexcept {
-    return static_cast<std::uint64_t>(std::llround(static_cast<double>(bytes) * 8.0 / fabric_.params.gbps));
+WcStatus SimQp::local_key_error(int why) const noexcept {
+    // rxe reports an unknown lkey as a QP operation error; a known key with bad bounds as specified.
+    return why == unknown_key && domain_->profile() == Profile::rxe ? WcStatus::local_qp_operation
+                                                                    : WcStatus::local_protection;
 }
 
 // ---- posting
@@ -98,6 +131,7 @@ PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
     } else {
         transmit_pending();
     }
+    if (!fabric_.overrun_cqs.empty()) fabric_.handle_overruns();
     fabric_.notify_post();
     fabric_.sync_fds();
     return PostStatus::ok();
@@ -118,6 +152,7 @@ PostStatus SimQp::post_recv(std::span<const RecvRequest> batch) noexcept {
         std::copy(segs.begin(), segs.end(), &rq_sge_[(i % rq_.size()) * max_sge_]);
     }
     if (state_ == QpState::error) flush_recv();
+    if (!fabric_.overrun_cqs.empty()) fabric_.handle_overruns();
     fabric_.notify_post();
     fabric_.sync_fds();
     return PostStatus::ok();
@@ -125,11 +160,11 @@ PostStatus SimQp::post_recv(std::span<const RecvRequest> batch) noexcept {
 
 // ---- requester
 
-bool SimQp::check_local(std::uint64_t i) noexcept {
+int SimQp::check_local(std::uint64_t i) noexcept {
     const SqEntry& e = sq_at(i);
-    if (has(e.flags, SendFlags::inline_data)) return true;
+    if (has(e.flags, SendFlags::inline_data)) return segments_fine;
     bool writes_local = e.opcode == Opcode::read || is_atomic(e.opcode);
-    return segments_ok(*domain_, sq_sges(i), writes_local);
+    return check_segments(*domain_, sq_sges(i), writes_local);
 }
 
 void SimQp::transmit_pending() noexcept {
@@ -137,22 +172,27 @@ void SimQp::transmit_pending() noexcept {
     while (sq_next_tx_ < sq_posted_ && sq_next_tx_ < tx_stop_) {
         const std::uint64_t i = sq_next_tx_;
         SqEntry& e = sq_at(i);
-        if (!check_local(i)) {
+        if (int why = check_local(i); why != segments_fine) {
             // A local protection error: this entry completes in error once the earlier ones have completed,
             // and nothing after it is sent.
             e.done = true;
-            e.status = WcStatus::local_protection;
+            e.status = local_key_error(why);
             tx_stop_ = i;
             complete_in_order();
             return;
         }
         const bool carries_payload = e.opcode != Opcode::read && !is_atomic(e.opcode);
-        const std::uint64_t start = std::max(fabric_.now, link_free_);
-        link_free_ = start + wire_time(carries_payload ? e.length : 0);
+        // A fenced request waits until every earlier read and atomic has completed.
+        if (has(e.flags, SendFlags::fence) && sq_completed_ < rd_atomic_end_) break;
+        const std::uint64_t bytes = carries_payload ? e.length : 0;
+        const std::uint64_t start = std::max(fabric_.now, domain_->link_free);
+        domain_->link_free = start + fabric_.wire_ns(bytes);
         if (sq_next_tx_ == sq_completed_) last_progress_ = fabric_.now;  // the ACK timer starts now
+        if (!carries_payload) rd_atomic_end_ = std::max(rd_atomic_end_, i + 1);
         Event ev;
         ev.kind = EventKind::deliver;
-        ev.time = link_free_ + fabric_.params.latency_ns;
+        ev.base = start + fabric_.params.latency_ns;
+        ev.time = ev.base + fabric_.wire_ns(std::min<std::uint64_t>(bytes, fabric_.params.mtu));  // first packet
         ev.qpn = remote_qpn_;
         ev.peer = qp_num;
         ev.msn = i;
@@ -185,6 +225,7 @@ void SimQp::on_ack(const Event& e) noexcept {
         rnr_count_ = 0;
         retry_count_ = 0;
         complete_in_order();
+        if (sq_next_tx_ < sq_posted_) transmit_pending();  // a fenced request may go now
         return;
     }
     if (e.status == rnr_nak) {
@@ -254,16 +295,41 @@ void SimQp::complete_in_order() noexcept {
         if (has(w.flags, SendFlags::signaled)) emit_send(i, WcStatus::success);
     }
     sq_next_tx_ = std::max(sq_next_tx_, sq_completed_);
+    if (timer_armed_ && sq_next_tx_ == sq_completed_) {
+        // Nothing on the wire: cancel the ACK timer (its event is skipped without advancing the clock).
+        timer_armed_ = false;
+        ++timer_gen_;
+    }
+}
+
+bool SimQp::is_stale(const Event& e) const noexcept {
+    switch (e.kind) {
+        case EventKind::timeout: return e.generation != timer_gen_;
+        case EventKind::rnr_retry: return !rnr_wait_ || e.generation != rnr_gen_;
+        case EventKind::place: return !inbound_.active || e.generation != inbound_.gen;
+        case EventKind::deferred: return !deferred_.active || e.generation != deferred_.gen;
+        default: return false;
+    }
 }
 
 void SimQp::enter_error() noexcept {
     if (state_ == QpState::error) return;
+    // A read or atomic this QP deferred as a responder was ahead of whatever failed: it executes first.
+    if (deferred_.active) run_deferred();
     state_ = QpState::error;
     rnr_wait_ = false;
     ++timer_gen_;
     timer_armed_ = false;
-    flush_send_from(sq_completed_);
-    flush_recv();
+    inbound_.active = false;
+    ++inbound_.gen;
+    if (domain_->profile() == Profile::rxe) {
+        // rxe flushes the receive queue before the send queue (docs/backends/verbs.md).
+        flush_recv();
+        flush_send_from(sq_completed_);
+    } else {
+        flush_send_from(sq_completed_);
+        flush_recv();
+    }
 }
 
 void SimQp::flush_send_from(std::uint64_t first) noexcept {
@@ -282,7 +348,12 @@ void SimQp::emit_send(std::uint64_t i, WcStatus status) noexcept {
     e.wc.id = w.id;
     e.wc.status = status;
     e.wc.opcode = completion_opcode(w.opcode);
-    e.wc.byte_len = status == WcStatus::success ? static_cast<std::uint32_t>(w.length) : 0;
+    if (status == WcStatus::success) {
+        // byte_len belongs to reads and atomics on the send queue (verbs); rxe fills it in for sends and
+        // writes too.
+        const bool has_len = w.opcode == Opcode::read || is_atomic(w.opcode) || domain_->profile() == Profile::rxe;
+        e.wc.byte_len = has_len ? static_cast<std::uint32_t>(w.length) : 0;
+    }
     e.wc.qp_num = qp_num;
     e.wqe = i;
     e.send_queue = true;
@@ -317,24 +388,203 @@ void SimQp::on_deliver(const Event& e) noexcept {
     // A responder that is not ready, is in error, or is connected elsewhere answers nothing; the requester
     // times out.
     if ((state_ != QpState::rts && state_ != QpState::rtr) || remote_qpn_ != q->qp_num) return;
+    // The link delivers packets in order: a message arriving means the one before has fully arrived.
+    if (inbound_.active) finish_inbound();
     if (e.msn > expected_msn_) return;  // behind a NAKed message: dropped until the requester goes back
     if (e.msn < expected_msn_) {
-        send_ack(q->qp_num, e.msn, WcStatus::success, 0);  // a retransmitted duplicate: acknowledge again
+        // A retransmitted duplicate: acknowledge again (a deferred read answers by itself).
+        if (!(deferred_.active && deferred_.msn == e.msn)) send_ack(q->qp_num, e.msn, WcStatus::success, 0);
         return;
     }
     const SqEntry& w = q->sq_at(e.msn);
-    WcStatus st = execute(*q, e.msn);
-    if (st == WcStatus::success) ++expected_msn_;
-    const bool response = w.opcode == Opcode::read || is_atomic(w.opcode);
-    send_ack(q->qp_num, e.msn, st, st == WcStatus::success && response ? w.length : 0);
+    if (w.opcode == Opcode::read || is_atomic(w.opcode)) {
+        if (deferred_.active) run_deferred();  // reads and atomics stay in order among themselves
+        WcStatus st = check_response(*q, e.msn);
+        if (st != WcStatus::success) {
+            send_ack(q->qp_num, e.msn, st, 0);
+            return;
+        }
+        ++expected_msn_;
+        if (fabric_.reorders(reorder_read_after_write) && fabric_.rng.below(2) == 0) {
+            // Execute later: messages behind this one (not fenced: the requester holds those back) may take
+            // effect first.
+            deferred_.active = true;
+            deferred_.requester = q->qp_num;
+            deferred_.msn = e.msn;
+            Event ev;
+            ev.kind = EventKind::deferred;
+            ev.time = fabric_.now + 1 + fabric_.rng.below(fabric_.params.latency_ns + fabric_.wire_ns(w.length) + 1);
+            ev.qpn = qp_num;
+            ev.generation = ++deferred_.gen;
+            fabric_.schedule(ev);
+            return;
+        }
+        execute_response(*q, e.msn);
+        return;
+    }
+    WcStatus st = begin_message(*q, e.msn);
+    if (st != WcStatus::success) {
+        send_ack(q->qp_num, e.msn, st, 0);
+        return;
+    }
+    inbound_.active = true;
+    inbound_.requester = q->qp_num;
+    inbound_.msn = e.msn;
+    inbound_.length = w.length;
+    inbound_.packets = fabric_.packets(w.length);
+    inbound_.placed = 0;
+    inbound_.base = e.base;
+    inbound_.perm_key = inbound_.packets > 1 && fabric_.reorders(reorder_torn) ? (fabric_.rng.next() | 1) : 0;
+    ++inbound_.gen;
+    if (!place_packet(0)) return;
+    if (inbound_.packets == 1) finish_inbound();
+    else schedule_place();
+}
+
+void SimQp::schedule_place() noexcept {
+    const std::uint64_t end = std::min<std::uint64_t>(inbound_.length, std::uint64_t{inbound_.placed + 1} * fabric_.params.mtu);
+    Event ev;
+    ev.kind = EventKind::place;
+    ev.time = std::max(fabric_.now, inbound_.base + fabric_.wire_ns(end));
+    ev.qpn = qp_num;
+    ev.generation = inbound_.gen;
+    fabric_.schedule(ev);
+}
+
+void SimQp::on_place(const Event& e) noexcept {
+    if (!inbound_.active || e.generation != inbound_.gen) return;
+    if (!place_packet(inbound_.placed)) return;
+    if (inbound_.placed == inbound_.packets) finish_inbound();
+    else schedule_place();
+}
+
+WcStatus SimQp::begin_message(SimQp& q, std::uint64_t msn) noexcept {
+    const SqEntry& w = q.sq_at(msn);
+    const bool rxe = domain_->profile() == Profile::rxe;
+    inbound_.consumes_recv = false;
+    switch (w.opcode) {
+        case Opcode::send:
+        case Opcode::send_with_imm: {
+            if (rq_consumed_ == rq_posted_) return rnr_nak;
+            const std::uint64_t ri = rq_consumed_++;
+            if (w.length > rq_at(ri).length) {
+                emit_recv(ri, rxe ? WcStatus::local_qp_operation : WcStatus::local_length, Opcode::recv, 0, false, 0);
+                enter_error();
+                return rxe ? WcStatus::remote_operation : WcStatus::remote_invalid_request;
+            }
+            if (int why = check_segments(*domain_, rq_sges(ri), true); why != segments_fine) {
+                if (why == unknown_key) {
+                    fabric_.report_misuse("a message arrived into receive id=" + std::to_string(rq_at(ri).id) +
+                                          " on QP " + std::to_string(qp_num) +
+                                          " whose memory region was deregistered after the receive was posted");
+                }
+                emit_recv(ri, WcStatus::local_protection, Opcode::recv, 0, false, 0);
+                enter_error();
+                return WcStatus::remote_operation;
+            }
+            inbound_.consumes_recv = true;
+            inbound_.rq = ri;
+            return WcStatus::success;
+        }
+        case Opcode::write:
+        case Opcode::write_with_imm: {
+            const bool with_imm = w.opcode == Opcode::write_with_imm;
+            if (with_imm && rq_consumed_ == rq_posted_) return rnr_nak;
+            if (w.length > 0 && !check_remote(w.rkey, w.remote_addr, w.length, Access::remote_write)) {
+                if (with_imm) emit_recv(rq_consumed_++, WcStatus::local_access, Opcode::recv_rdma_with_imm, 0, false, 0);
+                enter_error();
+                return WcStatus::remote_access;
+            }
+            if (with_imm) {
+                inbound_.consumes_recv = true;
+                inbound_.rq = rq_consumed_++;
+            }
+            return WcStatus::success;
+        }
+        default: return WcStatus::remote_invalid_request;
+    }
+}
+
+bool SimQp::place_packet(std::uint32_t k) noexcept {
+    SimQp* q = fabric_.find_qp(inbound_.requester);
+    const std::uint64_t msn = inbound_.msn;
+    if (!q) {
+        // The requester vanished mid-message: what landed stays, the rest never comes.
+        inbound_.active = false;
+        ++inbound_.gen;
+        if (inbound_.consumes_recv) --rq_consumed_;
+        return false;
+    }
+    const SqEntry& w = q->sq_at(msn);
+    const std::uint64_t mtu = fabric_.params.mtu;
+    const std::uint32_t p = permute(k, inbound_.packets, inbound_.perm_key);
+    const std::uint64_t offset = std::uint64_t{p} * mtu;
+    const std::uint64_t n = std::min(mtu, inbound_.length - std::min(inbound_.length, offset));
+    ++inbound_.placed;
+    if (n == 0) return true;
+    const auto src = q->sq_sges(msn);
+    // The source is read as it is sent: its region must still be registered (misuse: deregistered early).
+    if (!has(w.flags, SendFlags::inline_data)) {
+        if (int why = check_segments(*q->domain_, src, false); why != segments_fine) {
+            inbound_.active = false;
+            ++inbound_.gen;
+            if (inbound_.consumes_recv) --rq_consumed_;
+            send_ack(q->qp_num, msn, q->local_key_error(why), 0);
+            return false;
+        }
+    }
+    if (w.opcode == Opcode::send || w.opcode == Opcode::send_with_imm) {
+        const auto dst = rq_sges(inbound_.rq);
+        if (check_segments(*domain_, dst, true) != segments_fine) {
+            inbound_.active = false;
+            ++inbound_.gen;
+            emit_recv(inbound_.rq, WcStatus::local_protection, Opcode::recv, 0, false, 0);
+            enter_error();
+            send_ack(q->qp_num, msn, WcStatus::remote_operation, 0);
+            return false;
+        }
+        copy_range(src, dst, offset, n);
+        return true;
+    }
+    if (!check_remote(w.rkey, w.remote_addr + offset, n, Access::remote_write)) {
+        // The region was deregistered while the write was landing.
+        inbound_.active = false;
+        ++inbound_.gen;
+        if (inbound_.consumes_recv) emit_recv(inbound_.rq, WcStatus::local_access, Opcode::recv_rdma_with_imm, 0, false, 0);
+        enter_error();
+        send_ack(q->qp_num, msn, WcStatus::remote_access, 0);
+        return false;
+    }
+    const LocalSegment dst = contiguous(w.remote_addr, w.length);
+    copy_range(src, {&dst, 1}, offset, n);
+    return true;
+}
+
+void SimQp::finish_inbound() noexcept {
+    while (inbound_.active && inbound_.placed < inbound_.packets) {
+        if (!place_packet(inbound_.placed)) return;
+    }
+    if (!inbound_.active) return;
+    inbound_.active = false;
+    ++inbound_.gen;
+    SimQp* q = fabric_.find_qp(inbound_.requester);
+    if (!q) return;
+    const SqEntry& w = q->sq_at(inbound_.msn);
+    if (inbound_.consumes_recv) {
+        const bool is_send = w.opcode == Opcode::send || w.opcode == Opcode::send_with_imm;
+        emit_recv(inbound_.rq, WcStatus::success, is_send ? Opcode::recv : Opcode::recv_rdma_with_imm,
+                  static_cast<std::uint32_t>(w.length), w.opcode != Opcode::send, w.imm);
+    }
+    ++expected_msn_;
+    send_ack(q->qp_num, inbound_.msn, WcStatus::success, 0);
 }
 
 void SimQp::send_ack(std::uint32_t requester, std::uint64_t msn, WcStatus status, std::uint64_t response_bytes) noexcept {
-    const std::uint64_t start = std::max(fabric_.now, link_free_);
-    link_free_ = start + wire_time(response_bytes);
+    const std::uint64_t start = std::max(fabric_.now, domain_->link_free);
+    domain_->link_free = start + fabric_.wire_ns(response_bytes);
     Event ev;
     ev.kind = EventKind::ack;
-    ev.time = link_free_ + fabric_.params.latency_ns;
+    ev.time = domain_->link_free + fabric_.params.latency_ns + fabric_.ack_jitter();
     ev.qpn = requester;
     ev.peer = qp_num;
     ev.msn = msn;
@@ -351,80 +601,71 @@ const SimMr* SimQp::check_remote(std::uint64_t rkey, std::uint64_t addr, std::ui
     return mr;
 }
 
-WcStatus SimQp::execute(SimQp& q, std::uint64_t msn) noexcept {
+WcStatus SimQp::check_response(SimQp& q, std::uint64_t msn) noexcept {
     const SqEntry& w = q.sq_at(msn);
-    const auto src = q.sq_sges(msn);
-    switch (w.opcode) {
-        case Opcode::send:
-        case Opcode::send_with_imm: {
-            if (rq_consumed_ == rq_posted_) return rnr_nak;
-            const std::uint64_t ri = rq_consumed_++;
-            if (w.length > rq_at(ri).length) {
-                emit_recv(ri, WcStatus::local_length, Opcode::recv, 0, false, 0);
-                enter_error();
-                return WcStatus::remote_invalid_request;
-            }
-            if (!segments_ok(*domain_, rq_sges(ri), true)) {
-                emit_recv(ri, WcStatus::local_protection, Opcode::recv, 0, false, 0);
-                enter_error();
-                return WcStatus::remote_operation;
-            }
-            copy_sg(src, rq_sges(ri), w.length);
-            emit_recv(ri, WcStatus::success, Opcode::recv, static_cast<std::uint32_t>(w.length),
-                      w.opcode == Opcode::send_with_imm, w.imm);
-            return WcStatus::success;
+    if (w.opcode == Opcode::read) {
+        if (w.length > 0 && !check_remote(w.rkey, w.remote_addr, w.length, Access::remote_read)) {
+            enter_error();
+            return WcStatus::remote_access;
         }
-        case Opcode::write:
-        case Opcode::write_with_imm: {
-            const bool with_imm = w.opcode == Opcode::write_with_imm;
-            if (with_imm && rq_consumed_ == rq_posted_) return rnr_nak;
-            if (w.length > 0) {
-                if (!check_remote(w.rkey, w.remote_addr, w.length, Access::remote_write)) {
-                    if (with_imm) emit_recv(rq_consumed_++, WcStatus::local_access, Opcode::recv_rdma_with_imm, 0, false, 0);
-                    enter_error();
-                    return WcStatus::remote_access;
-                }
-                const LocalSegment dst = contiguous(w.remote_addr, w.length);
-                copy_sg(src, {&dst, 1}, w.length);
-            }
-            if (with_imm) {
-                emit_recv(rq_consumed_++, WcStatus::success, Opcode::recv_rdma_with_imm,
-                          static_cast<std::uint32_t>(w.length), true, w.imm);
-            }
-            return WcStatus::success;
-        }
-        case Opcode::read: {
-            if (w.length > 0) {
-                if (!check_remote(w.rkey, w.remote_addr, w.length, Access::remote_read)) {
-                    enter_error();
-                    return WcStatus::remote_access;
-                }
-                const LocalSegment from = contiguous(w.remote_addr, w.length);
-                copy_sg({&from, 1}, src, w.length);
-            }
-            return WcStatus::success;
-        }
-        case Opcode::fetch_add:
-        case Opcode::compare_swap: {
-            if (w.remote_addr % 8 != 0) {
-                enter_error();
-                return WcStatus::remote_invalid_request;
-            }
-            if (!check_remote(w.rkey, w.remote_addr, 8, Access::remote_atomic)) {
-                enter_error();
-                return WcStatus::remote_access;
-            }
-            std::uint64_t old = 0;
-            std::memcpy(&old, reinterpret_cast<const void*>(w.remote_addr), 8);
-            std::uint64_t value = old;
-            if (w.opcode == Opcode::fetch_add) value = old + w.compare_add;
-            else if (old == w.compare_add) value = w.swap;
-            std::memcpy(reinterpret_cast<void*>(w.remote_addr), &value, 8);
-            std::memcpy(reinterpret_cast<void*>(src[0].addr), &old, 8);
-            return WcStatus::success;
-        }
-        default: return WcStatus::remote_invalid_request;
+        return WcStatus::success;
     }
+    if (w.remote_addr % 8 != 0) {
+        enter_error();
+        return WcStatus::remote_invalid_request;
+    }
+    if (!check_remote(w.rkey, w.remote_addr, 8, Access::remote_atomic)) {
+        enter_error();
+        return WcStatus::remote_access;
+    }
+    return WcStatus::success;
+}
+
+void SimQp::execute_response(SimQp& q, std::uint64_t msn) noexcept {
+    const SqEntry& w = q.sq_at(msn);
+    const auto dst = q.sq_sges(msn);
+    // The result lands in the requester's buffer, which must still be registered.
+    if (int why = check_segments(*q.domain_, dst, true); why != segments_fine) {
+        send_ack(q.qp_num, msn, q.local_key_error(why), 0);
+        return;
+    }
+    if (w.opcode == Opcode::read) {
+        if (w.length > 0) {
+            if (!check_remote(w.rkey, w.remote_addr, w.length, Access::remote_read)) {  // deregistered meanwhile
+                enter_error();
+                send_ack(q.qp_num, msn, WcStatus::remote_access, 0);
+                return;
+            }
+            const LocalSegment from = contiguous(w.remote_addr, w.length);
+            copy_range({&from, 1}, dst, 0, w.length);
+        }
+        send_ack(q.qp_num, msn, WcStatus::success, w.length);
+        return;
+    }
+    if (!check_remote(w.rkey, w.remote_addr, 8, Access::remote_atomic)) {
+        enter_error();
+        send_ack(q.qp_num, msn, WcStatus::remote_access, 0);
+        return;
+    }
+    std::uint64_t old = 0;
+    std::memcpy(&old, reinterpret_cast<const void*>(w.remote_addr), 8);
+    std::uint64_t value = old;
+    if (w.opcode == Opcode::fetch_add) value = old + w.compare_add;
+    else if (old == w.compare_add) value = w.swap;
+    std::memcpy(reinterpret_cast<void*>(w.remote_addr), &value, 8);
+    std::memcpy(reinterpret_cast<void*>(dst[0].addr), &old, 8);
+    send_ack(q.qp_num, msn, WcStatus::success, 8);
+}
+
+void SimQp::run_deferred() noexcept {
+    deferred_.active = false;
+    ++deferred_.gen;
+    if (SimQp* q = fabric_.find_qp(deferred_.requester)) execute_response(*q, deferred_.msn);
+}
+
+void SimQp::on_deferred(const Event& e) noexcept {
+    if (!deferred_.active || e.generation != deferred_.gen) return;
+    run_deferred();
 }
 
 }  // namespace weft::sim::detail

@@ -9,12 +9,40 @@ namespace weft::sim {
 namespace detail {
 namespace {
 
-constexpr std::array<KeySpec, 4> sim_keys{{
+constexpr std::array<KeySpec, 8> sim_keys{{
     {"seed", "RNG seed for every choice the semantics allow; integer, default 1"},
     {"fabric", "domains opened with the same name share one simulated fabric; default \"default\""},
     {"latency_ns", "one-way latency of a message in virtual nanoseconds; 0..10000000000, default 1000"},
     {"gbps", "link bandwidth in Gbit/s; 0.001..10000, default 100"},
+    {"mtu", "packet payload in bytes: 256, 512, 1024, 2048 or 4096; default 4096"},
+    {"reorder", "legal behaviours the seed chooses: all, none, or torn|read_after_write|jitter; default all"},
+    {"profile", "whose error statuses to report: spec (the IB specification) or rxe (Soft-RoCE); default spec"},
+    {"strict", "abort the process on the first misuse of the API (1/0); default 0"},
 }};
+
+std::uint32_t parse_reorder(const Config& cfg) {
+    auto v = cfg.get("reorder");
+    if (!v || *v == "all") return reorder_all;
+    if (*v == "none") return reorder_none;
+    std::uint32_t bits = 0;
+    std::string_view rest = *v;
+    while (!rest.empty()) {
+        auto bar = rest.find('|');
+        std::string_view name = rest.substr(0, bar);
+        if (name == "torn") bits |= reorder_torn;
+        else if (name == "read_after_write") bits |= reorder_read_after_write;
+        else if (name == "jitter") bits |= reorder_jitter;
+        else {
+            throw Error(Errc::invalid_config,
+                        "bad value \"" + std::string(*v) + "\" for key 'reorder' of backend 'sim' (\"" +
+                            std::string(name) + "\" is not a behaviour); accepted: all, none, or names joined by '|' "
+                            "from torn, read_after_write, jitter",
+                        "sim", "open");
+        }
+        rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
+    }
+    return bits;
+}
 
 Params parse_params(const Config& cfg) {
     Params p;
@@ -22,6 +50,12 @@ Params parse_params(const Config& cfg) {
     p.seed = cfg.get_uint("seed", 1, 0, UINT64_MAX);
     p.latency_ns = cfg.get_uint("latency_ns", 1000, 0, 10'000'000'000ull);
     p.gbps = cfg.get_double("gbps", 100.0, 0.001, 10000.0);
+    static constexpr std::string_view mtus[] = {"256", "512", "1024", "2048", "4096"};
+    p.mtu = static_cast<std::uint32_t>(std::stoul(std::string(cfg.get_choice("mtu", "4096", mtus))));
+    p.reorder = parse_reorder(cfg);
+    static constexpr std::string_view profiles[] = {"spec", "rxe"};
+    p.profile = cfg.get_choice("profile", "spec", profiles) == "rxe" ? Profile::rxe : Profile::spec;
+    p.strict = cfg.get_bool("strict", false);
     return p;
 }
 
@@ -51,6 +85,7 @@ SimDomain::SimDomain(std::shared_ptr<FabricState> fabric, const Params& params) 
     caps.kind = BackendKind::sim;
     caps.backend = "sim";
     caps.device = "sim:" + params.name + "/node" + std::to_string(node_);
+    caps.profile = params.profile == Profile::rxe ? "rxe" : "spec";
     caps.features = static_cast<std::uint32_t>(
         Feature::send_with_imm | Feature::write_with_imm | Feature::read | Feature::atomics | Feature::fence |
         Feature::inline_data | Feature::solicited | Feature::wait | Feature::cq_fd | Feature::rnr |
@@ -109,7 +144,18 @@ void SimDomain::remove_mr(std::uint32_t slot) noexcept {
 SimMr::SimMr(std::shared_ptr<SimDomain> domain, std::uint32_t slot) : domain_(std::move(domain)), slot_(slot) {}
 
 SimMr::~SimMr() {
-    std::lock_guard lock(domain_->fabric()->mu);
+    FabricState& f = *domain_->fabric();
+    std::lock_guard lock(f.mu);
+    // Releasing a region that posted work still uses is a program error: the work would read or write
+    // memory the program may already have freed. Report it; the work itself fails with a local error.
+    std::string users;
+    f.for_each_qp([&](const SimQp& qp) {
+        if (&qp.domain() == domain_.get()) users += qp.references(lkey);
+    });
+    if (!users.empty()) {
+        f.report_misuse("memory region lkey " + std::to_string(lkey) + " (" + std::to_string(length) +
+                        " bytes) was deregistered while posted work still uses it:" + users);
+    }
     domain_->remove_mr(slot_);
 }
 

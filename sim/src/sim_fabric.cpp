@@ -4,6 +4,8 @@
 #include <weft/error.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 
@@ -26,14 +28,45 @@ std::map<std::string, std::weak_ptr<FabricState>, std::less<>>& registry() {
 }
 
 std::string describe(const Params& p) {
+    std::string reorder;
+    if (p.reorder == reorder_none) reorder = "none";
+    else if (p.reorder == reorder_all) reorder = "all";
+    else {
+        for (auto [bit, name] : {std::pair{reorder_torn, "torn"}, std::pair{reorder_read_after_write, "read_after_write"},
+                                 std::pair{reorder_jitter, "jitter"}}) {
+            if (p.reorder & bit) reorder += (reorder.empty() ? "" : "|") + std::string(name);
+        }
+    }
     return "seed=" + std::to_string(p.seed) + ",latency_ns=" + std::to_string(p.latency_ns) +
-           ",gbps=" + std::to_string(p.gbps);
+           ",gbps=" + std::to_string(p.gbps) + ",mtu=" + std::to_string(p.mtu) + ",reorder=" + reorder +
+           ",profile=" + (p.profile == Profile::rxe ? "rxe" : "spec") + ",strict=" + (p.strict ? "1" : "0");
 }
 
 }  // namespace
 
-FabricState::FabricState(Params p, std::uint64_t fabric_id) : params(std::move(p)), id(fabric_id), rng(params.seed) {
+FabricState::FabricState(Params p, std::uint64_t fabric_id)
+    : params(std::move(p)), id(fabric_id), rng(params.seed), ns_per_byte_(8.0 / params.gbps) {
     events_.reserve(1024);
+}
+
+void FabricState::report_misuse(std::string what) {
+    std::string line = "weft sim misuse (fabric '" + params.name + "', t=" + std::to_string(now) + " ns): " + what;
+    std::fprintf(stderr, "%s\n", line.c_str());
+    misuse_log.push_back(std::move(what));
+    if (params.strict) {
+        std::fprintf(stderr, "weft sim: strict mode (sim:strict=1): aborting on the first misuse\n");
+        std::abort();
+    }
+}
+
+void FabricState::handle_overruns() noexcept {
+    while (!overrun_cqs.empty()) {
+        SimCq* cq = overrun_cqs.back();
+        overrun_cqs.pop_back();
+        for (SimQp* qp : qps_) {
+            if (qp && qp->uses_cq(cq)) qp->on_cq_error();
+        }
+    }
 }
 
 void FabricState::schedule(Event e) {
@@ -49,16 +82,19 @@ bool FabricState::step() {
     std::pop_heap(events_.begin(), events_.end(), later);
     Event e = events_.back();
     events_.pop_back();
+    SimQp* qp = find_qp(e.qpn);
+    if (!qp || qp->is_stale(e)) return true;  // a destroyed QP's packets and timers, a cancelled timer: no time passes
     now = std::max(now, e.time);
     ++events_run;
-    SimQp* qp = find_qp(e.qpn);
-    if (!qp) return true;  // the QP was destroyed: its packets and timers vanish with it
     switch (e.kind) {
         case EventKind::deliver: qp->on_deliver(e); break;
         case EventKind::ack: qp->on_ack(e); break;
         case EventKind::rnr_retry: qp->on_rnr_retry(e); break;
         case EventKind::timeout: qp->on_timeout(e); break;
+        case EventKind::place: qp->on_place(e); break;
+        case EventKind::deferred: qp->on_deferred(e); break;
     }
+    if (!overrun_cqs.empty()) handle_overruns();
     return true;
 }
 
@@ -173,6 +209,16 @@ std::uint64_t Fabric::seed() const { return state_->params.seed; }
 std::uint64_t Fabric::events_processed() const {
     std::lock_guard lock(state_->mu);
     return state_->events_run;
+}
+
+std::vector<std::string> Fabric::misuse() const {
+    std::lock_guard lock(state_->mu);
+    return state_->misuse_log;
+}
+
+void Fabric::clear_misuse() {
+    std::lock_guard lock(state_->mu);
+    state_->misuse_log.clear();
 }
 
 }  // namespace weft::sim

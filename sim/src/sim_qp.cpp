@@ -6,6 +6,7 @@
 
 #include <weft/error.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 namespace weft::sim::detail {
@@ -54,7 +55,33 @@ SimQp::SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& set
 
 SimQp::~SimQp() {
     std::lock_guard lock(fabric_.mu);
+    if (state_ == QpState::rts && sq_completed_ < sq_posted_) {
+        fabric_.report_misuse("QP " + std::to_string(qp_num) + " was destroyed with " +
+                              std::to_string(sq_posted_ - sq_completed_) +
+                              " send request(s) still in flight; their completions are lost (poll until the "
+                              "last signaled request completes, or move the QP to error first)");
+    }
     fabric_.remove_qp(qp_num);
+}
+
+std::string SimQp::references(std::uint32_t lkey) const {
+    std::string out;
+    auto uses = [&](std::span<const LocalSegment> segs) {
+        return std::any_of(segs.begin(), segs.end(), [&](const LocalSegment& s) { return s.length && s.lkey == lkey; });
+    };
+    for (std::uint64_t i = sq_completed_; i < sq_posted_; ++i) {
+        const SqEntry& e = sq_at(i);
+        if (has(e.flags, SendFlags::inline_data) || !uses(sq_sges(i))) continue;
+        out += " send request id=" + std::to_string(e.id) + " (" + std::string(to_string(e.opcode)) + ") on QP " +
+               std::to_string(qp_num) + ";";
+    }
+    // Posted receives are reported when a message arrives into one (a program may tear down a region
+    // before the QP that has receives posted on it, and nothing goes wrong unless a message comes).
+    if (inbound_.active && inbound_.consumes_recv && uses(rq_sges(inbound_.rq))) {
+        out += " receive id=" + std::to_string(rq_at(inbound_.rq).id) + " (a message is landing in it) on QP " +
+               std::to_string(qp_num) + ";";
+    }
+    return out;
 }
 
 std::vector<std::byte> SimQp::address() const {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <weft/domain.hpp>
 
@@ -26,11 +27,15 @@ namespace detail {
 class FabricState;
 }
 
-/// Configuration keys of the `sim` backend, for reference:
+/// Configuration keys of the `sim` backend, for reference (docs/simulator.md has the model):
 ///   seed=N        RNG seed for every choice the semantics allow (default 1)
 ///   fabric=NAME   domains with the same name share a fabric (default "default")
-///   latency_ns=N  one-way latency per message (default 1000)
+///   latency_ns=N  one-way latency per packet (default 1000)
 ///   gbps=X        link bandwidth in Gbit/s (default 100)
+///   mtu=N         packet payload: 256, 512, 1024, 2048, 4096 (default 4096)
+///   reorder=R     legal behaviours chosen by the seed: all (default), none, or torn|read_after_write|jitter
+///   profile=P     spec (default) or rxe: whose error statuses to report
+///   strict=1      abort on the first misuse instead of only reporting it
 class Fabric {
 public:
     /// The fabric of a `sim` domain. Throws weft::Error (invalid_argument) for a domain of another backend.
@@ -49,6 +54,14 @@ public:
     std::uint64_t seed() const;
     /// Events processed since the fabric was created.
     std::uint64_t events_processed() const;
+
+    /// Misuses of the API seen so far, oldest first, one sentence each (each is also printed to stderr as it
+    /// happens; with `strict=1` the first one aborts the process). Recorded: a memory region deregistered
+    /// while posted send work uses it, a message arriving into a receive whose region was deregistered, a
+    /// completion-queue overrun (the CQ and its QPs go to error), a QP destroyed with sends in flight.
+    std::vector<std::string> misuse() const;
+    /// Forgets the recorded misuses.
+    void clear_misuse();
 
 private:
     explicit Fabric(std::shared_ptr<detail::FabricState> state) : state_(std::move(state)) {}
