@@ -2,8 +2,9 @@
 // rdma-core, the RAII owners of its C handles, and the bookkeeping shared by setup and data path.
 //
 // Setup lives in verbs_domain.cpp (device, port, GID, capabilities, plugin record), verbs_cq.cpp
-// (completion queue, channel, wait) and verbs_qp.cpp (QP creation, address, connect); the data path
-// (post_send, post_recv, poll) lives in verbs_datapath.cpp.
+// (completion queue, channel, wait), verbs_qp.cpp (QP creation, address, connect) and verbs_cm.cpp
+// (listen/connect by host:port over rdma_cm); the data path (post_send, post_recv, poll) lives in
+// verbs_datapath.cpp.
 #pragma once
 
 #include <weft/backend.hpp>
@@ -251,6 +252,9 @@ public:
     std::unique_ptr<detail::MrImpl> register_memory(void* addr, std::size_t length, Access access) override;
     std::shared_ptr<detail::CqImpl> create_cq(const CqOptions& options) override;
     std::unique_ptr<detail::QpImpl> create_qp(const detail::QpSetup& setup) override;
+    // host:port through rdma_cm (verbs_cm.cpp)
+    std::unique_ptr<detail::ListenerImpl> listen(const detail::HostPort& where) override;
+    void connect_to(detail::QpImpl& qp, const detail::HostPort& where, std::chrono::milliseconds timeout) override;
 
 private:
     std::shared_ptr<Device> device_;
@@ -262,5 +266,7 @@ private:
 std::string gid_text(const ibv_gid& gid);
 // 256..4096, or 0 for an unknown enum value.
 std::uint32_t mtu_bytes(ibv_mtu mtu) noexcept;
+// Whether rdma_cm can be used here (its device node opens): Feature::listener (verbs_cm.cpp).
+bool rdma_cm_usable() noexcept;
 
 }  // namespace weft::verbs

@@ -286,6 +286,7 @@ void fill_capabilities(Device& dev, const ibv_device_attr& da, const ibv_port_at
                 Feature::remote_access_check | Feature::zero_length;
     if (c.max_inline > 0) f = f | Feature::inline_data;
     if (da.atomic_cap != IBV_ATOMIC_NONE) f = f | Feature::atomics;
+    if (rdma_cm_usable()) f = f | Feature::listener;
     c.features = static_cast<std::uint32_t>(f);
 }
 

@@ -131,7 +131,9 @@ QueuePair Domain::create_qp(const QpOptions& options) {
         *out = ref.get()->shared_impl();
     }
     detail::validate_qp_options(setup, impl_->caps, impl_->caps.backend);
-    return QueuePair(impl_->create_qp(setup));
+    auto qp = impl_->create_qp(setup);
+    qp->domain = impl_;
+    return QueuePair(std::move(qp));
 }
 
 const Capabilities& Domain::capabilities() const noexcept {

@@ -141,6 +141,7 @@ std::string_view to_string(Feature f) noexcept {
         case Feature::error_flush: return "error_flush";
         case Feature::remote_access_check: return "remote_access_check";
         case Feature::zero_length: return "zero_length";
+        case Feature::listener: return "listener";
     }
     return "unknown_feature";
 }

@@ -53,6 +53,11 @@ struct Params {
     std::uint32_t reorder = reorder_all;
     Profile profile = Profile::spec;
     bool strict = false;               ///< abort on the first misuse
+    bool check_sources = true;         ///< digest send/write sources at post and at acknowledgement
+    double drop = 0;                   ///< probability a packet (request or response) is lost
+    double duplicate = 0;              ///< probability a packet arrives twice
+    double delay = 0;                  ///< probability a packet is held up by up to delay_ns
+    std::uint64_t delay_ns = 10000;
     friend bool operator==(const Params&, const Params&) = default;
 };
 
@@ -73,6 +78,7 @@ struct Event {
     std::uint32_t qpn = 0;
     std::uint32_t peer = 0;
     std::uint32_t generation = 0;  ///< for timers: the arm count it belongs to
+    std::uint32_t from_node = 0;   ///< deliver, ack: the node that sent the packet
     EventKind kind = EventKind::deliver;
     WcStatus status = WcStatus::success;
 };
@@ -145,6 +151,28 @@ public:
     std::uint64_t ack_jitter() noexcept {
         return reorders(reorder_jitter) ? rng.below(params.latency_ns / 2 + 1) : 0;
     }
+
+    /// Sends a packet (a deliver or ack event) from node `from` through the fault model: it may be lost,
+    /// held up or duplicated (config keys drop/delay/duplicate, Fabric::set_faults).
+    void send_packet(Event e, std::uint32_t from) noexcept;
+    /// Whether the link between two nodes carries packets at time `t` (cuts, crashes).
+    bool link_up(std::uint32_t a, std::uint32_t b, std::uint64_t t) const noexcept;
+
+    struct Cut {
+        std::uint32_t a, b;
+        std::uint64_t until;  ///< UINT64_MAX: for good
+    };
+    struct Rates {
+        double drop = 0, duplicate = 0, delay = 0;
+        std::uint64_t delay_ns = 0;
+        bool any() const noexcept { return drop > 0 || duplicate > 0 || delay > 0; }
+    } rates;
+    std::vector<Cut> cuts;
+    std::vector<std::uint8_t> crashed;         ///< node -> crashed
+    std::vector<std::uint64_t> stalled_until;  ///< node -> deliveries to it wait until then
+    unsigned fail_registrations = 0;
+    unsigned fail_qp_creations = 0;
+    Fabric::Stats stats{};
 
     /// Records a misuse of the API: logged, printed to stderr, and fatal in strict mode. Fabric lock held.
     void report_misuse(std::string what);
@@ -271,6 +299,7 @@ struct SqEntry {
     std::uint32_t imm = 0;
     Opcode opcode = Opcode::send;
     SendFlags flags = SendFlags::none;
+    std::uint64_t digest = 0;         ///< of the source bytes at post time (check_sources)
     bool done = false;                ///< its final status is known
     WcStatus status = WcStatus::success;
 };
@@ -337,6 +366,9 @@ private:
     void flush_send_from(std::uint64_t first) noexcept;
     void flush_recv() noexcept;
     void emit_send(std::uint64_t i, WcStatus status) noexcept;
+    void report_source_changed(std::uint64_t i);
+    /// Compares the source of send-queue entry `i` with its digest at post (check_sources).
+    void check_source(std::uint64_t i) noexcept;
     void emit_recv(std::uint64_t i, WcStatus status, Opcode op, std::uint32_t byte_len, bool has_imm,
                    std::uint32_t imm) noexcept;
     void send_ack(std::uint32_t requester, std::uint64_t msn, WcStatus status, std::uint64_t response_bytes) noexcept;
@@ -386,6 +418,7 @@ private:
 
     // requester transport state
     std::uint64_t rd_atomic_end_ = 0;  ///< one past the last read/atomic transmitted (fence waits for it)
+    std::uint64_t tx_high_ = 0;        ///< one past the highest message ever transmitted
     std::uint32_t rnr_count_ = 0;
     std::uint32_t retry_count_ = 0;
     bool rnr_wait_ = false;
@@ -396,6 +429,7 @@ private:
 
     // responder state
     std::uint64_t expected_msn_ = 0;
+    bool nak_sent_ = false;  ///< a NAK is outstanding: out-of-sequence messages are dropped silently
 
     /// The send/write message whose packets are landing.
     struct Inbound {

@@ -12,6 +12,9 @@ namespace {
 
 // An RNR NAK travels in an ack event under this status; it never reaches a completion as such.
 constexpr WcStatus rnr_nak = WcStatus::rnr_retry_exceeded;
+// A PSN sequence error NAK (the responder saw a message past the one it expects; `msn` names the expected
+// one). A status RC never reports, used only as this marker.
+constexpr WcStatus sequence_nak = WcStatus::invalid_eecn;
 
 enum SegmentCheck : int { segments_fine = 0, unknown_key = 1, outside_region = 2 };
 
@@ -76,6 +79,26 @@ std::uint32_t permute(std::uint32_t k, std::uint32_t n, std::uint64_t key) noexc
     return x;
 }
 
+// A fast digest of the bytes a gather list names (8 bytes at a time), to notice a source buffer changed
+// while its request was in flight.
+std::uint64_t digest(std::span<const LocalSegment> segs) noexcept {
+    std::uint64_t h = 0x243f6a8885a308d3ull;
+    for (const auto& s : segs) {
+        const auto* p = reinterpret_cast<const unsigned char*>(s.addr);
+        std::size_t n = s.length, i = 0;
+        for (; i + 8 <= n; i += 8) {
+            std::uint64_t w;
+            std::memcpy(&w, p + i, 8);
+            h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+            h ^= h >> 29;
+        }
+        for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+bool carries_payload(Opcode op) noexcept { return op != Opcode::read && !is_atomic(op); }
+
 }  // namespace
 
 WcStatus SimQp::local_key_error(int why) const noexcept {
@@ -124,6 +147,11 @@ PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
             e.num_sge = e.length ? 1 : 0;
         } else {
             std::copy(segs.begin(), segs.end(), slot);
+            // Reading unregistered memory here would be a bug of ours: only digest what passes the local check.
+            if (fabric_.params.check_sources && carries_payload(r.opcode) &&
+                check_segments(*domain_, segs, false) == segments_fine) {
+                e.digest = digest(segs);
+            }
         }
     }
     if (state_ == QpState::error) {
@@ -181,14 +209,14 @@ void SimQp::transmit_pending() noexcept {
             complete_in_order();
             return;
         }
-        const bool carries_payload = e.opcode != Opcode::read && !is_atomic(e.opcode);
+        const bool payload = carries_payload(e.opcode);
         // A fenced request waits until every earlier read and atomic has completed.
         if (has(e.flags, SendFlags::fence) && sq_completed_ < rd_atomic_end_) break;
-        const std::uint64_t bytes = carries_payload ? e.length : 0;
+        const std::uint64_t bytes = payload ? e.length : 0;
         const std::uint64_t start = std::max(fabric_.now, domain_->link_free);
         domain_->link_free = start + fabric_.wire_ns(bytes);
         if (sq_next_tx_ == sq_completed_) last_progress_ = fabric_.now;  // the ACK timer starts now
-        if (!carries_payload) rd_atomic_end_ = std::max(rd_atomic_end_, i + 1);
+        if (!payload) rd_atomic_end_ = std::max(rd_atomic_end_, i + 1);
         Event ev;
         ev.kind = EventKind::deliver;
         ev.base = start + fabric_.params.latency_ns;
@@ -196,7 +224,9 @@ void SimQp::transmit_pending() noexcept {
         ev.qpn = remote_qpn_;
         ev.peer = qp_num;
         ev.msn = i;
-        fabric_.schedule(ev);
+        if (i < tx_high_) ++fabric_.stats.retransmitted;
+        else tx_high_ = i + 1;
+        fabric_.send_packet(ev, domain_->node());
         ++sq_next_tx_;
     }
     arm_timer();
@@ -217,10 +247,28 @@ void SimQp::arm_timer() noexcept {
 void SimQp::on_ack(const Event& e) noexcept {
     if (state_ != QpState::rts) return;
     if (e.msn < sq_completed_ || e.msn >= sq_next_tx_) return;  // stale: already completed or rewound
+    if (e.status == sequence_nak) {
+        // The responder expects message e.msn: something before what it saw was lost. Go back to it now.
+        if (rnr_wait_) return;
+        sq_next_tx_ = e.msn;
+        last_progress_ = fabric_.now;
+        transmit_pending();
+        return;
+    }
     SqEntry& w = sq_at(e.msn);
     if (w.done) return;
     if (e.status == WcStatus::success) {
+        // Acknowledgements are cumulative for sends and writes: the responder executes in order, so every
+        // earlier one succeeded (reads and atomics wait for their own response, which carries the data).
+        for (std::uint64_t k = sq_completed_; k < e.msn; ++k) {
+            SqEntry& before = sq_at(k);
+            if (!before.done && carries_payload(before.opcode)) {
+                before.done = true;
+                check_source(k);
+            }
+        }
         w.done = true;
+        check_source(e.msn);
         last_progress_ = fabric_.now;
         rnr_count_ = 0;
         retry_count_ = 0;
@@ -229,6 +277,7 @@ void SimQp::on_ack(const Event& e) noexcept {
         return;
     }
     if (e.status == rnr_nak) {
+        retry_count_ = 0;  // a NAK is a valid response: the transport retry count starts over
         if (options_.rnr_retry != 7 && rnr_count_ >= options_.rnr_retry) {
             w.done = true;
             w.status = WcStatus::rnr_retry_exceeded;
@@ -300,6 +349,23 @@ void SimQp::complete_in_order() noexcept {
         timer_armed_ = false;
         ++timer_gen_;
     }
+}
+
+void SimQp::check_source(std::uint64_t i) noexcept {
+    const SqEntry& w = sq_at(i);
+    if (fabric_.params.check_sources && carries_payload(w.opcode) && !has(w.flags, SendFlags::inline_data) &&
+        check_segments(*domain_, sq_sges(i), false) == segments_fine && digest(sq_sges(i)) != w.digest) {
+        report_source_changed(i);
+    }
+}
+
+void SimQp::report_source_changed(std::uint64_t i) {
+    const SqEntry& w = sq_at(i);
+    fabric_.report_misuse("the source buffer of send request id=" + std::to_string(w.id) + " (" +
+                          std::string(to_string(w.opcode)) + ", " + std::to_string(w.length) + " bytes) on QP " +
+                          std::to_string(qp_num) +
+                          " changed between post and acknowledgement; the peer may have received either version "
+                          "(keep it unchanged until the request completes, or post it inline)");
 }
 
 bool SimQp::is_stale(const Event& e) const noexcept {
@@ -390,12 +456,20 @@ void SimQp::on_deliver(const Event& e) noexcept {
     if ((state_ != QpState::rts && state_ != QpState::rtr) || remote_qpn_ != q->qp_num) return;
     // The link delivers packets in order: a message arriving means the one before has fully arrived.
     if (inbound_.active) finish_inbound();
-    if (e.msn > expected_msn_) return;  // behind a NAKed message: dropped until the requester goes back
+    if (e.msn > expected_msn_) {
+        // Out of sequence (an earlier message was lost, or is behind a NAK): one NAK until it comes.
+        if (!nak_sent_) {
+            nak_sent_ = true;
+            send_ack(q->qp_num, expected_msn_, sequence_nak, 0);
+        }
+        return;
+    }
     if (e.msn < expected_msn_) {
         // A retransmitted duplicate: acknowledge again (a deferred read answers by itself).
         if (!(deferred_.active && deferred_.msn == e.msn)) send_ack(q->qp_num, e.msn, WcStatus::success, 0);
         return;
     }
+    nak_sent_ = false;
     const SqEntry& w = q->sq_at(e.msn);
     if (w.opcode == Opcode::read || is_atomic(w.opcode)) {
         if (deferred_.active) run_deferred();  // reads and atomics stay in order among themselves
@@ -424,6 +498,7 @@ void SimQp::on_deliver(const Event& e) noexcept {
     }
     WcStatus st = begin_message(*q, e.msn);
     if (st != WcStatus::success) {
+        nak_sent_ = st == rnr_nak;  // later messages are dropped silently until the refused one comes again
         send_ack(q->qp_num, e.msn, st, 0);
         return;
     }
@@ -590,7 +665,7 @@ void SimQp::send_ack(std::uint32_t requester, std::uint64_t msn, WcStatus status
     ev.msn = msn;
     ev.status = status;
     ev.generation = options_.min_rnr_timer;  // an RNR NAK carries the responder's timer
-    fabric_.schedule(ev);
+    fabric_.send_packet(ev, domain_->node());
 }
 
 const SimMr* SimQp::check_remote(std::uint64_t rkey, std::uint64_t addr, std::uint64_t length, Access right) const noexcept {

@@ -9,7 +9,7 @@ namespace weft::sim {
 namespace detail {
 namespace {
 
-constexpr std::array<KeySpec, 8> sim_keys{{
+constexpr std::array<KeySpec, 13> sim_keys{{
     {"seed", "RNG seed for every choice the semantics allow; integer, default 1"},
     {"fabric", "domains opened with the same name share one simulated fabric; default \"default\""},
     {"latency_ns", "one-way latency of a message in virtual nanoseconds; 0..10000000000, default 1000"},
@@ -18,6 +18,11 @@ constexpr std::array<KeySpec, 8> sim_keys{{
     {"reorder", "legal behaviours the seed chooses: all, none, or torn|read_after_write|jitter; default all"},
     {"profile", "whose error statuses to report: spec (the IB specification) or rxe (Soft-RoCE); default spec"},
     {"strict", "abort the process on the first misuse of the API (1/0); default 0"},
+    {"check_sources", "report a send/write source buffer changed before its acknowledgement (1/0); default 1"},
+    {"drop", "probability that a packet is lost (retransmission hides it); 0..1, default 0"},
+    {"duplicate", "probability that a packet arrives twice; 0..1, default 0"},
+    {"delay", "probability that a packet is held up by up to delay_ns; 0..1, default 0"},
+    {"delay_ns", "the longest extra delay of a held-up packet, virtual ns; 1..10000000000, default 10000"},
 }};
 
 std::uint32_t parse_reorder(const Config& cfg) {
@@ -56,6 +61,11 @@ Params parse_params(const Config& cfg) {
     static constexpr std::string_view profiles[] = {"spec", "rxe"};
     p.profile = cfg.get_choice("profile", "spec", profiles) == "rxe" ? Profile::rxe : Profile::spec;
     p.strict = cfg.get_bool("strict", false);
+    p.check_sources = cfg.get_bool("check_sources", true);
+    p.drop = cfg.get_double("drop", 0, 0, 1);
+    p.duplicate = cfg.get_double("duplicate", 0, 0, 1);
+    p.delay = cfg.get_double("delay", 0, 0, 1);
+    p.delay_ns = cfg.get_uint("delay_ns", 10000, 1, 10'000'000'000ull);
     return p;
 }
 
@@ -102,6 +112,11 @@ SimDomain::~SimDomain() = default;
 
 std::unique_ptr<weft::detail::MrImpl> SimDomain::register_memory(void* addr, std::size_t length, Access access) {
     std::lock_guard lock(fabric_->mu);
+    if (fabric_->fail_registrations > 0) {
+        --fabric_->fail_registrations;
+        throw Error(Errc::resource_exhausted, "injected failure (sim::Fabric::fail_next_registration)", "sim",
+                    "register_memory");
+    }
     std::uint32_t slot;
     if (!free_mr_slots_.empty()) {
         slot = free_mr_slots_.back();
@@ -169,6 +184,14 @@ std::unique_ptr<weft::detail::QpImpl> SimDomain::create_qp(const weft::detail::Q
         const auto* sim_cq = dynamic_cast<const SimCq*>(cq);
         if (!sim_cq || &sim_cq->domain() != this) {
             throw Error(Errc::invalid_argument, "a QP's CQs must come from the same domain", "sim", "create_qp");
+        }
+    }
+    {
+        std::lock_guard lock(fabric_->mu);
+        if (fabric_->fail_qp_creations > 0) {
+            --fabric_->fail_qp_creations;
+            throw Error(Errc::resource_exhausted, "injected failure (sim::Fabric::fail_next_qp_creation)", "sim",
+                        "create_qp");
         }
     }
     auto self = std::static_pointer_cast<SimDomain>(shared_from_this());

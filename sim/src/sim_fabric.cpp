@@ -39,7 +39,10 @@ std::string describe(const Params& p) {
     }
     return "seed=" + std::to_string(p.seed) + ",latency_ns=" + std::to_string(p.latency_ns) +
            ",gbps=" + std::to_string(p.gbps) + ",mtu=" + std::to_string(p.mtu) + ",reorder=" + reorder +
-           ",profile=" + (p.profile == Profile::rxe ? "rxe" : "spec") + ",strict=" + (p.strict ? "1" : "0");
+           ",profile=" + (p.profile == Profile::rxe ? "rxe" : "spec") + ",strict=" + (p.strict ? "1" : "0") +
+           ",check_sources=" + (p.check_sources ? "1" : "0") +
+           ",drop=" + std::to_string(p.drop) + ",duplicate=" + std::to_string(p.duplicate) +
+           ",delay=" + std::to_string(p.delay) + ",delay_ns=" + std::to_string(p.delay_ns);
 }
 
 }  // namespace
@@ -47,6 +50,39 @@ std::string describe(const Params& p) {
 FabricState::FabricState(Params p, std::uint64_t fabric_id)
     : params(std::move(p)), id(fabric_id), rng(params.seed), ns_per_byte_(8.0 / params.gbps) {
     events_.reserve(1024);
+    rates.drop = params.drop;
+    rates.duplicate = params.duplicate;
+    rates.delay = params.delay;
+    rates.delay_ns = params.delay_ns;
+}
+
+void FabricState::send_packet(Event e, std::uint32_t from) noexcept {
+    e.from_node = from;
+    if (rates.any()) {
+        if (rng.chance(rates.drop)) {
+            ++stats.dropped;
+            return;
+        }
+        if (rng.chance(rates.delay)) {
+            e.time += 1 + rng.below(rates.delay_ns);
+            ++stats.delayed;
+        }
+        if (rng.chance(rates.duplicate)) {
+            Event copy = e;
+            copy.time += 1 + rng.below(params.latency_ns + 1);
+            schedule(copy);
+            ++stats.duplicated;
+        }
+    }
+    schedule(e);
+}
+
+bool FabricState::link_up(std::uint32_t a, std::uint32_t b, std::uint64_t t) const noexcept {
+    if ((a < crashed.size() && crashed[a]) || (b < crashed.size() && crashed[b])) return false;
+    for (const Cut& c : cuts) {
+        if (t < c.until && ((c.a == a && c.b == b) || (c.a == b && c.b == a))) return false;
+    }
+    return true;
 }
 
 void FabricState::report_misuse(std::string what) {
@@ -84,6 +120,21 @@ bool FabricState::step() {
     events_.pop_back();
     SimQp* qp = find_qp(e.qpn);
     if (!qp || qp->is_stale(e)) return true;  // a destroyed QP's packets and timers, a cancelled timer: no time passes
+    const std::uint32_t node = qp->domain().node();
+    if (node < crashed.size() && crashed[node]) return true;  // a crashed node does nothing
+    if (e.kind == EventKind::deliver || e.kind == EventKind::ack) {
+        if (!cuts.empty() || !crashed.empty()) {
+            if (!link_up(e.from_node, node, e.time)) {
+                ++stats.dropped;
+                return true;
+            }
+        }
+        if (e.kind == EventKind::deliver && node < stalled_until.size() && stalled_until[node] > e.time) {
+            e.time = stalled_until[node];  // the stalled responder takes it up later, in arrival order
+            schedule(e);
+            return true;
+        }
+    }
     now = std::max(now, e.time);
     ++events_run;
     switch (e.kind) {
@@ -209,6 +260,88 @@ std::uint64_t Fabric::seed() const { return state_->params.seed; }
 std::uint64_t Fabric::events_processed() const {
     std::lock_guard lock(state_->mu);
     return state_->events_run;
+}
+
+namespace {
+
+std::uint32_t node_of(const Domain& domain) {
+    auto* d = dynamic_cast<detail::SimDomain*>(domain.impl());
+    if (!d) throw Error(Errc::invalid_argument, "the domain is not a sim domain", "sim", "sim::Fabric");
+    return d->node();
+}
+
+std::uint64_t until(std::uint64_t now, std::chrono::nanoseconds d) {
+    if (d == Fabric::forever) return UINT64_MAX;
+    return now + static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.count()));
+}
+
+void check_probability(double p, const char* what) {
+    if (!(p >= 0 && p <= 1)) {
+        throw Error(Errc::invalid_argument, std::string(what) + " must be a probability in [0, 1], got " + std::to_string(p),
+                    "sim", "sim::Fabric::set_faults");
+    }
+}
+
+}  // namespace
+
+void Fabric::set_faults(const Faults& f) {
+    check_probability(f.drop, "drop");
+    check_probability(f.duplicate, "duplicate");
+    check_probability(f.delay, "delay");
+    std::lock_guard lock(state_->mu);
+    state_->rates.drop = f.drop;
+    state_->rates.duplicate = f.duplicate;
+    state_->rates.delay = f.delay;
+    state_->rates.delay_ns = static_cast<std::uint64_t>(std::max<std::int64_t>(1, f.max_delay.count()));
+}
+
+Fabric::Faults Fabric::faults() const {
+    std::lock_guard lock(state_->mu);
+    const auto& r = state_->rates;
+    return {r.drop, r.duplicate, r.delay, std::chrono::nanoseconds(r.delay_ns)};
+}
+
+void Fabric::cut(const Domain& a, const Domain& b, std::chrono::nanoseconds duration) {
+    const auto na = node_of(a), nb = node_of(b);
+    std::lock_guard lock(state_->mu);
+    state_->cuts.push_back({na, nb, until(state_->now, duration)});
+}
+
+void Fabric::heal(const Domain& a, const Domain& b) {
+    const auto na = node_of(a), nb = node_of(b);
+    std::lock_guard lock(state_->mu);
+    std::erase_if(state_->cuts, [&](const detail::FabricState::Cut& c) {
+        return (c.a == na && c.b == nb) || (c.a == nb && c.b == na);
+    });
+}
+
+void Fabric::crash(const Domain& node) {
+    const auto n = node_of(node);
+    std::lock_guard lock(state_->mu);
+    if (state_->crashed.size() <= n) state_->crashed.resize(n + 1, 0);
+    state_->crashed[n] = 1;
+}
+
+void Fabric::stall(const Domain& node, std::chrono::nanoseconds duration) {
+    const auto n = node_of(node);
+    std::lock_guard lock(state_->mu);
+    if (state_->stalled_until.size() <= n) state_->stalled_until.resize(n + 1, 0);
+    state_->stalled_until[n] = until(state_->now, duration);
+}
+
+void Fabric::fail_next_registration(unsigned count) {
+    std::lock_guard lock(state_->mu);
+    state_->fail_registrations += count;
+}
+
+void Fabric::fail_next_qp_creation(unsigned count) {
+    std::lock_guard lock(state_->mu);
+    state_->fail_qp_creations += count;
+}
+
+Fabric::Stats Fabric::stats() const {
+    std::lock_guard lock(state_->mu);
+    return state_->stats;
 }
 
 std::vector<std::string> Fabric::misuse() const {

@@ -115,6 +115,35 @@ BOOST_AUTO_TEST_CASE(destroying_a_qp_with_sends_in_flight_is_reported) {
     BOOST_TEST(Fabric::of(b.dom).misuse().empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_source_buffer_changed_before_completion_is_reported) {
+    for (const char* check : {"1", "0"}) {
+        const std::string cfg = std::string("sim:fabric=srcchange") + check + ",check_sources=" + check;
+        Node a(cfg), b(cfg);
+        link(a, b);
+        BOOST_REQUIRE(b.qp.post_recv({recv(1, b.mr.slice(0, 4096))}));
+        BOOST_REQUIRE(a.qp.post_send({send(7, a.mr.slice(0, 4096)), write(8, a.mr.slice(8192, 64), b.mr.remote().slice(8192, 64))}));
+        a.buf[100] = std::byte{1};  // the program reuses the buffer before the send completed
+        BOOST_TEST(next(a.cq).ok());
+        BOOST_TEST(next(a.cq).ok());
+        const auto log = Fabric::of(a.dom).misuse();
+        if (std::string(check) == "1") {
+            BOOST_REQUIRE(log.size() == 1u);  // only the send: the write's source did not change
+            BOOST_TEST(log[0].find("source buffer of send request id=7 (send, 4096 bytes)") != std::string::npos);
+        } else {
+            BOOST_TEST(log.empty());
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(an_inline_source_may_change_at_once) {
+    Node a("sim:fabric=inlinesrc", QpOptions{.max_inline = 64}), b("sim:fabric=inlinesrc");
+    link(a, b);
+    BOOST_REQUIRE(a.qp.post_send({write(1, a.mr.slice(0, 64), b.mr.remote().slice(0, 64)).inline_data()}));
+    a.buf[0] = std::byte{9};
+    BOOST_TEST(next(a.cq).ok());
+    BOOST_TEST(Fabric::of(a.dom).misuse().empty());
+}
+
 BOOST_AUTO_TEST_CASE(strict_mode_aborts_on_the_first_misuse) {
     std::fflush(nullptr);
     pid_t pid = fork();

@@ -54,6 +54,8 @@ public:
     virtual std::uint32_t depth() const noexcept = 0;
 };
 
+class DomainImpl;
+
 class QpImpl {
 public:
     virtual ~QpImpl() = default;
@@ -65,6 +67,36 @@ public:
 
     std::uint32_t qp_num = 0;
     QpCaps caps{};
+    /// The domain that created this QP; set by the core (Domain::create_qp), so weft::connect(qp, ...) can
+    /// reach the backend. Released after the derived destructor has destroyed the QP.
+    std::shared_ptr<DomainImpl> domain;
+};
+
+/// A "host:port" as weft::listen and weft::connect take it, parsed by the core before the backend sees it.
+struct HostPort {
+    std::string host;         ///< without brackets; never empty
+    std::uint16_t port = 0;   ///< 0: any free port (listen only)
+    bool bracketed = false;   ///< written "[host]:port" (an IPv6 address)
+    /// "host:port", or "[host]:port" when the host holds a ':'.
+    std::string text() const;
+};
+
+/// Parses "HOST:PORT" or "[HOST]:PORT". Throws weft::Error (Errc::invalid_argument) naming the accepted
+/// forms, with `backend` and `call` in it.
+HostPort parse_host_port(std::string_view text, std::string_view backend, std::string_view call);
+
+/// A listening endpoint of a backend (Feature::listener); see weft/listener.hpp for the contract.
+class ListenerImpl {
+public:
+    virtual ~ListenerImpl() = default;
+    /// Connects `qp` (a fresh QP of this listener's domain; the core has checked both) to the next peer.
+    /// Throws weft::Error with std::errc::timed_out when no peer came within `timeout`.
+    virtual void accept(QpImpl& qp, std::chrono::milliseconds timeout) = 0;
+    /// The bound address as "host:port".
+    virtual std::string address() const = 0;
+
+    /// The domain it listens for; set by the core.
+    std::shared_ptr<DomainImpl> domain;
 };
 
 /// What create_qp receives: QpOptions with the CQs resolved.
@@ -81,11 +113,19 @@ public:
     virtual std::shared_ptr<CqImpl> create_cq(const CqOptions& options) = 0;
     virtual std::unique_ptr<QpImpl> create_qp(const QpSetup& setup) = 0;
 
+    /// Optional (Feature::listener): binds and listens at `where`. The default throws Errc::not_supported
+    /// naming the backend and the alternative (QueuePair::address() exchanged out of band).
+    virtual std::unique_ptr<ListenerImpl> listen(const HostPort& where);
+    /// Optional (Feature::listener): connects `qp` (fresh, of this domain) to the listener at `where`,
+    /// waiting up to `timeout`. The default throws like listen().
+    virtual void connect_to(QpImpl& qp, const HostPort& where, std::chrono::milliseconds timeout);
+
     Capabilities caps{};
     Config config{};
 };
 
-inline constexpr std::uint32_t plugin_abi_version = 1;
+/// Version 2: DomainImpl::listen/connect_to, QpImpl::domain, ListenerImpl.
+inline constexpr std::uint32_t plugin_abi_version = 2;
 
 /// A backend's registration record.
 struct Plugin {

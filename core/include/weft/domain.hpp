@@ -53,6 +53,7 @@ enum class Feature : std::uint32_t {
     error_flush = 1u << 10, ///< a QP in error flushes outstanding and later requests
     remote_access_check = 1u << 11,  ///< bad rkey/bounds/rights produce remote_access errors
     zero_length = 1u << 12, ///< zero-length sends, writes and reads
+    listener = 1u << 13,    ///< weft::listen / weft::connect by host:port (weft/listener.hpp)
 };
 constexpr Feature operator|(Feature a, Feature b) noexcept {
     return static_cast<Feature>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));

@@ -14,6 +14,7 @@
 #include <weft/config.hpp>
 #include <weft/domain.hpp>
 #include <weft/error.hpp>
+#include <weft/listener.hpp>
 #include <weft/memory.hpp>
 #include <weft/request.hpp>
 #include <weft/status.hpp>

@@ -36,8 +36,29 @@ class FabricState;
 ///   reorder=R     legal behaviours chosen by the seed: all (default), none, or torn|read_after_write|jitter
 ///   profile=P     spec (default) or rxe: whose error statuses to report
 ///   strict=1      abort on the first misuse instead of only reporting it
+///   check_sources=0  do not digest send/write sources to catch buffers changed in flight (default 1)
+///   drop=P, duplicate=P, delay=P  probabilities that a packet is lost, arrives twice, or is held up by up to
+///                 delay_ns (default 10000); RC retransmission hides them from the program
 class Fabric {
 public:
+    /// A duration meaning "until healed" (cut) or "for good" (stall).
+    static constexpr std::chrono::nanoseconds forever = std::chrono::nanoseconds::max();
+
+    /// Packet fault probabilities, applied to every packet (requests, acknowledgements, read responses).
+    struct Faults {
+        double drop = 0;       ///< lost; the requester's ACK timeout or a sequence NAK recovers it
+        double duplicate = 0;  ///< arrives twice; the responder acknowledges the copy again
+        double delay = 0;      ///< held up by 1..max_delay ns (may overtake nothing: later packets wait)
+        std::chrono::nanoseconds max_delay{10000};
+    };
+    /// Counters of what the fault model did.
+    struct Stats {
+        std::uint64_t dropped = 0;     ///< by drop=, a cut link or a crashed node
+        std::uint64_t duplicated = 0;
+        std::uint64_t delayed = 0;
+        std::uint64_t retransmitted = 0;  ///< requests sent again after a timeout or a sequence NAK
+    };
+
     /// The fabric of a `sim` domain. Throws weft::Error (invalid_argument) for a domain of another backend.
     static Fabric of(const Domain& domain);
 
@@ -54,6 +75,26 @@ public:
     std::uint64_t seed() const;
     /// Events processed since the fabric was created.
     std::uint64_t events_processed() const;
+
+    // ---- faults (every random choice comes from the fabric's seed)
+
+    /// Replaces the packet fault probabilities (initially from the drop/duplicate/delay keys).
+    void set_faults(const Faults& faults);
+    Faults faults() const;
+    /// Cuts the link between the nodes of two domains for `duration` of virtual time (or until heal()):
+    /// packets between them are lost, so RC requests end in transport_retry_exceeded after
+    /// timeout x (retry_cnt + 1) unless the link comes back first.
+    void cut(const Domain& a, const Domain& b, std::chrono::nanoseconds duration = forever);
+    void heal(const Domain& a, const Domain& b);
+    /// The node of `domain` stops for good: it sends, receives and completes nothing more.
+    void crash(const Domain& domain);
+    /// The node of `domain` takes up no incoming request for `duration`; requests wait, in order.
+    void stall(const Domain& domain, std::chrono::nanoseconds duration);
+    /// The next `count` register_memory / create_qp calls on this fabric throw weft::Error
+    /// (resource_exhausted, "injected").
+    void fail_next_registration(unsigned count = 1);
+    void fail_next_qp_creation(unsigned count = 1);
+    Stats stats() const;
 
     /// Misuses of the API seen so far, oldest first, one sentence each (each is also printed to stderr as it
     /// happens; with `strict=1` the first one aborts the process). Recorded: a memory region deregistered

@@ -1,0 +1,522 @@
+// weft::listen / weft::connect on verbs: rdma_cm resolves host:port to the device and carries the two QPs'
+// weft addresses (QueuePair::address()) in the connection handshake's private data. The QPs stay weft's
+// own (ibv_create_qp in verbs_qp.cpp, never rdma_create_qp), so rdma_cm ids are "QP-less":
+//
+//   connector                                   listener
+//   rdma_resolve_addr, rdma_resolve_route
+//   rdma_connect(private data: its address) --> CONNECT_REQUEST: connect the local QP to that address
+//   CONNECT_RESPONSE (private data)         <-- rdma_accept(private data: the local QP's address)
+//   connect the QP, rdma_establish (RTU)    --> ESTABLISHED
+//
+// A QP-less active side gets CONNECT_RESPONSE, not ESTABLISHED, and must call rdma_establish itself
+// (rdma_establish(3)). conn_param.qp_num carries the real QP number (the CM tracks connections by it);
+// responder_resources/initiator_depth are what weft's connect() programs (the device's limits); retry counts
+// and the CM's starting PSN are informational only, as weft's connect() sets every QP attribute from
+// QpOptions and the exchanged addresses. Once both QPs are in RTS the rdma_cm ids are destroyed: the
+// connection then belongs to the QPs alone, exactly as after a manual address exchange (the peer's CM may
+// see DISCONNECTED, which touches no QP).
+//
+// Private data is framed: "wC", version 1, length n, n address bytes. An IB CM REQ holds 92 bytes of which
+// rdma_cm's RDMA_PS_TCP header takes 36, so 56 remain for rdma_connect; a REP holds 196, a REJ 148. The
+// receiver is told the whole field's size, not what was sent, hence the length byte. A refusal carries "wR",
+// version, length and the listener's reason as text.
+#include "verbs.hpp"
+
+#include <rdma/rdma_cma.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <system_error>
+
+namespace weft::verbs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::string_view listen_call = "listen";
+constexpr std::string_view connect_call = "connect";
+constexpr std::string_view accept_call = "Listener::accept";
+
+constexpr std::size_t req_private_max = 92 - 36;  // IB CM REQ private data less rdma_cm's TCP port-space header
+constexpr std::size_t rep_private_max = 196;      // IB CM REP
+constexpr std::size_t rej_private_max = 148;      // IB CM REJ
+constexpr std::size_t frame_header = 4;
+constexpr std::size_t verbs_address_bytes = 40;   // the layout in verbs_qp.cpp
+static_assert(frame_header + verbs_address_bytes <= req_private_max,
+              "a verbs QP address must fit the private data of rdma_connect");
+static_assert(req_private_max <= rep_private_max);
+constexpr std::uint8_t frame_version = 1;
+constexpr char address_magic[2] = {'w', 'C'};
+constexpr char refusal_magic[2] = {'w', 'R'};
+constexpr int listen_backlog = 64;
+constexpr int ib_cm_rej_invalid_service_id = 8;  // IB spec REJ reason: nothing listens on that service ID
+constexpr int ib_cm_rej_consumer_defined = 28;
+
+// ---- RAII owners of rdma_cm handles. The channel must outlive every id on it and every event must be
+// acknowledged before its id is destroyed (rdma_destroy_id waits for that), so owners are declared in that
+// order wherever they meet.
+
+struct DestroyEventChannel {
+    void operator()(rdma_event_channel* c) const noexcept { ::rdma_destroy_event_channel(c); }
+};
+struct DestroyCmId {
+    void operator()(rdma_cm_id* id) const noexcept { ::rdma_destroy_id(id); }
+};
+struct AckCmEvent {
+    void operator()(rdma_cm_event* e) const noexcept { ::rdma_ack_cm_event(e); }
+};
+struct FreeAddrinfo {
+    void operator()(addrinfo* a) const noexcept { ::freeaddrinfo(a); }
+};
+using EventChannelPtr = std::unique_ptr<rdma_event_channel, DestroyEventChannel>;
+using CmIdPtr = std::unique_ptr<rdma_cm_id, DestroyCmId>;
+using CmEventPtr = std::unique_ptr<rdma_cm_event, AckCmEvent>;
+using AddrinfoPtr = std::unique_ptr<addrinfo, FreeAddrinfo>;
+
+std::string ms_text(milliseconds t) { return std::to_string(t.count()) + " ms"; }
+
+[[noreturn]] void fail_code(std::errc code, std::string message, std::string_view call) {
+    throw Error(std::make_error_code(code), std::move(message), backend_name, call);
+}
+
+// ---- Addresses
+
+std::string sockaddr_text(const sockaddr* sa) {
+    char host[INET6_ADDRSTRLEN] = {};
+    std::uint16_t port = 0;
+    if (sa->sa_family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+        ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+        return std::string(host) + ":" + std::to_string(port);
+    }
+    if (sa->sa_family == AF_INET6) {
+        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+        ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+        return "[" + std::string(host) + "]:" + std::to_string(port);
+    }
+    return "(address family " + std::to_string(sa->sa_family) + ")";
+}
+
+struct SockAddr {
+    sockaddr_storage storage{};
+    sockaddr* get() noexcept { return reinterpret_cast<sockaddr*>(&storage); }
+    int family() const noexcept { return storage.ss_family; }
+};
+
+// getaddrinfo on host and port, preferring IPv4 (the RoCE v2 IPv4 GID is what the verbs backend routes by).
+SockAddr resolve(const detail::HostPort& where, bool passive, std::string_view call) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+    addrinfo* raw = nullptr;
+    const std::string port = std::to_string(where.port);
+    if (int rc = ::getaddrinfo(where.host.c_str(), port.c_str(), &hints, &raw); rc != 0) {
+        throw Error(Errc::invalid_argument,
+                    "cannot resolve the host of '" + where.text() + "': " + ::gai_strerror(rc) +
+                        " (give an IP address of the RDMA device's interface, or a name that resolves to one)",
+                    backend_name, call);
+    }
+    AddrinfoPtr list(raw);
+    const addrinfo* pick = nullptr;
+    for (const addrinfo* a = list.get(); a != nullptr; a = a->ai_next) {
+        if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
+        if (!pick || (a->ai_family == AF_INET && pick->ai_family != AF_INET)) pick = a;
+    }
+    if (!pick) {
+        throw Error(Errc::invalid_argument, "'" + where.text() + "' resolves to no IPv4 or IPv6 address",
+                    backend_name, call);
+    }
+    SockAddr out;
+    std::memcpy(&out.storage, pick->ai_addr, std::min<std::size_t>(pick->ai_addrlen, sizeof out.storage));
+    return out;
+}
+
+// The domain's IPv4 address when its GID is an IPv4-mapped RoCE v2 GID (::ffff:a.b.c.d), so rdma_cm
+// resolves from the interface the domain's GID belongs to.
+bool gid_ipv4(const Device& dev, SockAddr& out) {
+    static constexpr std::uint8_t mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (!dev.use_gid || !dev.ethernet || std::memcmp(dev.gid.raw, mapped_prefix, 12) != 0) return false;
+    auto* in = reinterpret_cast<sockaddr_in*>(&out.storage);
+    in->sin_family = AF_INET;
+    std::memcpy(&in->sin_addr, dev.gid.raw + 12, 4);
+    return true;
+}
+
+// rdma_cm picks the device from the IP route; weft's QPs live on the domain's device and port.
+void check_device(const rdma_cm_id* id, const Device& dev, const std::string& what, std::string_view call) {
+    if (id->verbs == nullptr) return;  // bound to a wildcard address: no device yet
+    const std::string name = ::ibv_get_device_name(id->verbs->device);
+    if (name == dev.name && id->port_num == dev.port) return;
+    fail(Errc::invalid_argument,
+         what + " goes through RDMA device " + name + " port " + std::to_string(id->port_num) +
+             ", but the domain is open on " + dev.name + " port " + std::to_string(dev.port) +
+             "; use an address of the domain's interface, or open the domain on " + name,
+         call);
+}
+
+// ---- Private data frames
+
+std::vector<std::uint8_t> frame(const char (&magic)[2], const void* payload, std::size_t n, std::size_t limit) {
+    n = std::min(n, limit - frame_header);
+    std::vector<std::uint8_t> out(frame_header + n);
+    out[0] = static_cast<std::uint8_t>(magic[0]);
+    out[1] = static_cast<std::uint8_t>(magic[1]);
+    out[2] = frame_version;
+    out[3] = static_cast<std::uint8_t>(n);
+    std::memcpy(out.data() + frame_header, payload, n);
+    return out;
+}
+
+std::vector<std::uint8_t> address_frame(const std::vector<std::byte>& address, std::size_t limit,
+                                        std::string_view call) {
+    if (frame_header + address.size() > limit) {
+        fail(Errc::internal,
+             "a QP address of " + std::to_string(address.size()) + " bytes does not fit the " +
+                 std::to_string(limit) + " bytes of connection private data",
+             call);
+    }
+    return frame(address_magic, address.data(), address.size(), limit);
+}
+
+// The payload of a frame with `magic`; empty with `problem` set when the private data holds none.
+std::vector<std::byte> unframe(const rdma_conn_param& p, const char (&magic)[2], std::string& problem) {
+    const auto* b = static_cast<const std::uint8_t*>(p.private_data);
+    const std::size_t len = b ? p.private_data_len : 0;
+    if (len < frame_header || b[0] != static_cast<std::uint8_t>(magic[0]) ||
+        b[1] != static_cast<std::uint8_t>(magic[1])) {
+        problem = "its private data holds no weft QP address (" + std::to_string(len) +
+                  " bytes; a peer that is not weft::connect?)";
+        return {};
+    }
+    if (b[2] != frame_version) {
+        problem = "its private data is framed in version " + std::to_string(b[2]) + " (accepted: " +
+                  std::to_string(frame_version) + ")";
+        return {};
+    }
+    if (frame_header + b[3] > len) {
+        problem = "its private data claims " + std::to_string(b[3]) + " bytes but holds " +
+                  std::to_string(len - frame_header);
+        return {};
+    }
+    std::vector<std::byte> out(b[3]);
+    std::memcpy(out.data(), b + frame_header, out.size());
+    return out;
+}
+
+rdma_conn_param conn_param(const Device& dev, std::uint32_t qp_num, const std::vector<std::uint8_t>& data) {
+    rdma_conn_param p{};
+    p.private_data = data.data();
+    p.private_data_len = static_cast<std::uint8_t>(data.size());
+    p.responder_resources = dev.max_dest_rd_atomic;
+    p.initiator_depth = dev.max_rd_atomic;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    p.qp_num = qp_num;
+    return p;
+}
+
+// ---- Channels and events
+
+EventChannelPtr make_channel(std::string_view call) {
+    errno = 0;
+    EventChannelPtr ch(::rdma_create_event_channel());
+    if (!ch) {
+        const int err = errno != 0 ? errno : ENODEV;
+        fail_errno(err,
+                   "rdma_create_event_channel failed (rdma_cm needs /dev/infiniband/rdma_cm: is the rdma_ucm "
+                   "module loaded, and may this user open it?)",
+                   call);
+    }
+    // poll(2) decides when to read; a non-blocking fd keeps a spurious wake-up from blocking the read.
+    const int flags = ::fcntl(ch->fd, F_GETFL);
+    if (flags < 0 || ::fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        fail_errno(errno, "making the rdma_cm event channel non-blocking failed", call);
+    }
+    return ch;
+}
+
+CmIdPtr make_id(rdma_event_channel* ch, std::string_view call) {
+    rdma_cm_id* id = nullptr;
+    if (::rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) fail_errno(errno, "rdma_create_id failed", call);
+    return CmIdPtr(id);
+}
+
+// The next event on `ch`, or null when `deadline` passes first.
+CmEventPtr next_event(rdma_event_channel* ch, Clock::time_point deadline, std::string_view call) {
+    while (true) {
+        rdma_cm_event* ev = nullptr;
+        if (::rdma_get_cm_event(ch, &ev) == 0) return CmEventPtr(ev);
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            fail_errno(errno, "rdma_get_cm_event failed", call);
+        }
+        const auto now = Clock::now();
+        if (now >= deadline) return nullptr;
+        const auto left = std::chrono::ceil<milliseconds>(deadline - now).count();
+        pollfd p{ch->fd, POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, INT_MAX))) < 0 && errno != EINTR) {
+            fail_errno(errno, "poll on the rdma_cm event channel failed", call);
+        }
+    }
+}
+
+int remaining_ms(Clock::time_point deadline) {
+    const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+    return static_cast<int>(std::clamp<long long>(left, 1, INT_MAX));
+}
+
+std::string event_text(const rdma_cm_event& ev) {
+    return std::string(::rdma_event_str(ev.event)) + " (status " + std::to_string(ev.status) + ")";
+}
+
+// Sends a refusal with `why` to the peer of `id`; best effort, the caller reports the real error.
+void refuse(rdma_cm_id* id, const std::string& why) {
+    auto data = frame(refusal_magic, why.data(), why.size(), rej_private_max);
+    ::rdma_reject(id, data.data(), static_cast<std::uint8_t>(data.size()));
+}
+
+// Throws for an event that ends a connect() attempt; `stage` says what was under way.
+[[noreturn]] void connect_failed(const rdma_cm_event& ev, const std::string& target, const std::string& stage) {
+    const std::string text = rdma_event_str(ev.event);
+    switch (ev.event) {
+        case RDMA_CM_EVENT_REJECTED: {
+            std::string why;
+            if (ev.status == ib_cm_rej_invalid_service_id) {
+                why = "nothing listens on " + target + " (" + text + ", IB CM reason 8: invalid service ID)";
+            } else {
+                std::string problem;
+                auto reason = unframe(ev.param.conn, refusal_magic, problem);
+                why = "the listener at " + target + " refused: " +
+                      (problem.empty() ? std::string(reinterpret_cast<const char*>(reason.data()), reason.size())
+                                       : text + ", IB CM reason " + std::to_string(ev.status) +
+                                             (ev.status == ib_cm_rej_consumer_defined ? " (consumer defined)" : ""));
+            }
+            fail_code(std::errc::connection_refused, why, connect_call);
+        }
+        case RDMA_CM_EVENT_UNREACHABLE:
+            fail_code(std::errc::host_unreachable,
+                      "no answer from " + target + " while " + stage + ": " + event_text(ev), connect_call);
+        case RDMA_CM_EVENT_ADDR_ERROR:
+        case RDMA_CM_EVENT_ROUTE_ERROR:
+            fail_errno(ev.status < 0 ? -ev.status : EHOSTUNREACH,
+                       "rdma_cm could not reach " + target + " while " + stage + ": " + event_text(ev) +
+                           " (is it an address of an RDMA device's interface, and routable from this one?)",
+                       connect_call);
+        case RDMA_CM_EVENT_DEVICE_REMOVAL:
+            fail_errno(ENODEV, "the RDMA device went away while " + stage, connect_call);
+        default:
+            fail_errno(ev.status < 0 ? -ev.status : ECONNABORTED,
+                       "unexpected " + event_text(ev) + " while " + stage + " to " + target, connect_call);
+    }
+}
+
+// Waits for `wanted` on the connector's channel; anything else ends the attempt.
+CmEventPtr expect(rdma_event_channel* ch, rdma_cm_event_type wanted, Clock::time_point deadline,
+                  milliseconds timeout, const std::string& target, const std::string& stage) {
+    CmEventPtr ev = next_event(ch, deadline, connect_call);
+    if (!ev) {
+        fail_code(std::errc::timed_out, "timed out after " + ms_text(timeout) + " while " + stage, connect_call);
+    }
+    if (ev->event != wanted) connect_failed(*ev, target, stage);
+    return ev;
+}
+
+// ---- The listener
+
+class VerbsListener final : public detail::ListenerImpl {
+public:
+    VerbsListener(std::shared_ptr<Device> device, const detail::HostPort& where);
+
+    void accept(detail::QpImpl& qp, milliseconds timeout) override;
+    std::string address() const override { return bound_; }
+
+private:
+    // A connect request not yet accepted: its id (owned: destroying it refuses the peer) and what came in.
+    struct Incoming {
+        CmIdPtr id;
+        std::string from;
+        std::vector<std::byte> peer;
+        std::string problem;  // why it cannot be accepted, when it cannot
+    };
+
+    // Files an event that is not the one accept() waits for: queues requests, forgets withdrawn ones.
+    void note(CmEventPtr ev);
+
+    std::shared_ptr<Device> device_;
+    EventChannelPtr channel_;  // declared before the ids on it: destroyed last
+    CmIdPtr id_;
+    std::deque<Incoming> incoming_;
+    std::string bound_;
+};
+
+VerbsListener::VerbsListener(std::shared_ptr<Device> device, const detail::HostPort& where)
+    : device_(std::move(device)) {
+    SockAddr addr = resolve(where, true, listen_call);
+    channel_ = make_channel(listen_call);
+    id_ = make_id(channel_.get(), listen_call);
+    if (::rdma_bind_addr(id_.get(), addr.get()) != 0) {
+        const int err = errno;
+        std::string hint;
+        if (err == EADDRINUSE) hint = " (something listens there already; ask for port 0 to get a free one)";
+        if (err == EADDRNOTAVAIL || err == ENODEV) {
+            hint = " (no RDMA device has that address: give the IP address of " + device_->name + "'s interface)";
+        }
+        fail_errno(err, "rdma_bind_addr(" + sockaddr_text(addr.get()) + ") failed" + hint, listen_call);
+    }
+    check_device(id_.get(), *device_, "listening on " + where.text(), listen_call);
+    if (::rdma_listen(id_.get(), listen_backlog) != 0) {
+        fail_errno(errno, "rdma_listen(" + sockaddr_text(addr.get()) + ") failed", listen_call);
+    }
+    bound_ = sockaddr_text(rdma_get_local_addr(id_.get()));
+}
+
+void VerbsListener::note(CmEventPtr ev) {
+    if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        Incoming in;
+        in.id.reset(ev->id);
+        in.from = sockaddr_text(rdma_get_peer_addr(ev->id));
+        if (ev->id->verbs != nullptr && (::ibv_get_device_name(ev->id->verbs->device) != device_->name ||
+                                         ev->id->port_num != device_->port)) {
+            in.problem = "it arrived on RDMA device " + std::string(::ibv_get_device_name(ev->id->verbs->device)) +
+                         " port " + std::to_string(ev->id->port_num) + ", not on the domain's " + device_->name +
+                         " port " + std::to_string(device_->port);
+        } else {
+            in.peer = unframe(ev->param.conn, address_magic, in.problem);
+        }
+        incoming_.push_back(std::move(in));
+        return;  // `ev` is acknowledged here; the id now belongs to incoming_
+    }
+    if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+        fail_errno(ENODEV, "the RDMA device of the listener at " + bound_ + " went away", accept_call);
+    }
+    // A request withdrawn before it was accepted (the connector gave up): forget it.
+    rdma_cm_id* id = ev->id;
+    ev.reset();
+    std::erase_if(incoming_, [id](const Incoming& in) { return in.id.get() == id; });
+}
+
+void VerbsListener::accept(detail::QpImpl& qp, milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (incoming_.empty()) {
+        CmEventPtr ev = next_event(channel_.get(), deadline, accept_call);
+        if (!ev) fail_code(std::errc::timed_out, "no connect() to " + bound_ + " within " + ms_text(timeout), accept_call);
+        note(std::move(ev));
+    }
+    Incoming in = std::move(incoming_.front());
+    incoming_.pop_front();
+    if (!in.problem.empty()) {
+        refuse(in.id.get(), "refused by the listener at " + bound_ + ": " + in.problem);
+        fail(Errc::bad_descriptor, "refused the connect request from " + in.from + ": " + in.problem, accept_call);
+    }
+    try {
+        qp.connect(in.peer);
+    } catch (const Error& e) {
+        refuse(in.id.get(), "the listener at " + bound_ + " could not connect its QP: " + e.message());
+        throw;
+    }
+    const auto data = address_frame(qp.address(), rep_private_max, accept_call);
+    rdma_conn_param param = conn_param(*device_, qp.qp_num, data);
+    if (::rdma_accept(in.id.get(), &param) != 0) {
+        fail_errno(errno, "rdma_accept of the connect request from " + in.from + " failed", accept_call);
+    }
+    // The connector connects its QP, then acknowledges (RTU): ESTABLISHED here. DISCONNECTED first means it
+    // did so and released its rdma_cm id before the RTU was seen; either way its QP is in RTS.
+    while (true) {
+        CmEventPtr ev = next_event(channel_.get(), deadline, accept_call);
+        if (!ev) {
+            fail_code(std::errc::timed_out,
+                      "QP " + std::to_string(qp.qp_num) + " was connected to the peer at " + in.from +
+                          ", which did not complete the handshake within " + ms_text(timeout),
+                      accept_call);
+        }
+        if (ev->id != in.id.get()) {
+            note(std::move(ev));
+            continue;
+        }
+        const rdma_cm_event copy = *ev;
+        ev.reset();  // acknowledged before in.id can be destroyed
+        if (copy.event == RDMA_CM_EVENT_ESTABLISHED || copy.event == RDMA_CM_EVENT_DISCONNECTED) return;
+        fail_errno(copy.status < 0 ? -copy.status : ECONNABORTED,
+                   "the peer at " + in.from + " did not complete the handshake: " + event_text(copy) +
+                       "; QP " + std::to_string(qp.qp_num) + " is half connected",
+                   accept_call);
+    }
+}
+
+}  // namespace
+
+bool rdma_cm_usable() noexcept {
+    EventChannelPtr ch(::rdma_create_event_channel());
+    return ch != nullptr;
+}
+
+std::unique_ptr<detail::ListenerImpl> VerbsDomain::listen(const detail::HostPort& where) {
+    return std::make_unique<VerbsListener>(device_, where);
+}
+
+void VerbsDomain::connect_to(detail::QpImpl& qp, const detail::HostPort& where, milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    const std::string target = where.text();
+    SockAddr dst = resolve(where, false, connect_call);
+    SockAddr src;
+    const bool have_src = dst.family() == AF_INET && gid_ipv4(*device_, src);
+
+    EventChannelPtr channel = make_channel(connect_call);
+    CmIdPtr id = make_id(channel.get(), connect_call);
+
+    std::string stage = "resolving the address " + sockaddr_text(dst.get());
+    if (::rdma_resolve_addr(id.get(), have_src ? src.get() : nullptr, dst.get(), remaining_ms(deadline)) != 0) {
+        fail_errno(errno, "rdma_resolve_addr(" + sockaddr_text(dst.get()) + ") failed", connect_call);
+    }
+    expect(channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, timeout, target, stage);
+    check_device(id.get(), *device_, "the route to " + target, connect_call);
+
+    stage = "resolving the route to " + target;
+    if (::rdma_resolve_route(id.get(), remaining_ms(deadline)) != 0) {
+        fail_errno(errno, "rdma_resolve_route(" + target + ") failed", connect_call);
+    }
+    expect(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, timeout, target, stage);
+
+    const auto data = address_frame(qp.address(), req_private_max, connect_call);
+    rdma_conn_param param = conn_param(*device_, qp.qp_num, data);
+    if (::rdma_connect(id.get(), &param) != 0) fail_errno(errno, "rdma_connect(" + target + ") failed", connect_call);
+    stage = "waiting for the listener at " + target + " to accept";
+    std::vector<std::byte> peer;
+    {
+        CmEventPtr ev = expect(channel.get(), RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, timeout, target, stage);
+        std::string problem;
+        peer = unframe(ev->param.conn, address_magic, problem);
+        if (!problem.empty()) {
+            ev.reset();
+            refuse(id.get(), "the connector refused the answer: " + problem);
+            fail(Errc::bad_descriptor, "the answer of " + target + " is not a weft listener's: " + problem,
+                 connect_call);
+        }
+    }
+    try {
+        qp.connect(peer);
+    } catch (const Error& e) {
+        refuse(id.get(), "the connector could not connect its QP: " + e.message());
+        throw;
+    }
+    if (::rdma_establish(id.get()) != 0) {
+        fail_errno(errno, "rdma_establish(" + target + ") failed; QP " + std::to_string(qp.qp_num) +
+                              " is connected but the listener may not complete", connect_call);
+    }
+    // `id` and `channel` go now: the QPs are connected, and the CM has nothing more to do for them.
+}
+
+}  // namespace weft::verbs

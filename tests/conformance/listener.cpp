@@ -1,0 +1,241 @@
+// Conformance: weft::listen / weft::connect by host:port (Feature::listener), and the checks the core makes
+// before any backend is asked (malformed addresses, a QP that is not fresh).
+//
+// Where to listen: $WEFT_CONFORMANCE_LISTEN (host:port) when set; otherwise "conformance:0" on the simulator,
+// and on verbs the IPv4 address of the domain's RoCE v2 GID, read from sysfs (on the Soft-RoCE guest,
+// 192.0.2.1:0). accept() and connect() both block, so the connector runs in a second thread.
+#include "harness.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+using namespace weft;
+using namespace std::chrono_literals;
+using weft::test::needs;
+using weft::test::next;
+
+namespace {
+
+constexpr std::chrono::milliseconds handshake_timeout = 10s;
+
+// ::ffff:a.b.c.d as sysfs writes it ("0000:0000:0000:0000:0000:ffff:c000:0201") -> "a.b.c.d"; empty when the
+// GID is not IPv4-mapped.
+std::string mapped_ipv4(const std::string& gid) {
+    const std::string prefix = "0000:0000:0000:0000:0000:ffff:";
+    if (gid.rfind(prefix, 0) != 0 || gid.size() < prefix.size() + 9) return {};
+    const unsigned long hi = std::stoul(gid.substr(prefix.size(), 4), nullptr, 16);
+    const unsigned long lo = std::stoul(gid.substr(prefix.size() + 5, 4), nullptr, 16);
+    return std::to_string(hi >> 8) + "." + std::to_string(hi & 0xff) + "." + std::to_string(lo >> 8) + "." +
+           std::to_string(lo & 0xff);
+}
+
+// The IPv4 address of a verbs domain's GID (the configured gid_index, or the first IPv4-mapped entry).
+std::string verbs_ipv4(const Domain& dom) {
+    const std::string port = std::to_string(dom.config().get_uint("port", 1, 1, 255));
+    const std::string dir = "/sys/class/infiniband/" + dom.capabilities().device + "/ports/" + port + "/gids/";
+    auto read_gid = [&](unsigned index) {
+        std::ifstream in(dir + std::to_string(index));
+        std::string gid;
+        in >> gid;
+        return mapped_ipv4(gid);
+    };
+    if (dom.config().has("gid_index")) {
+        return read_gid(static_cast<unsigned>(dom.config().get_uint("gid_index", 0, 0, 255)));
+    }
+    for (unsigned i = 0; i < 16; ++i) {
+        if (auto ip = read_gid(i); !ip.empty()) return ip;
+    }
+    return {};
+}
+
+std::string listen_address(const Domain& dom) {
+    if (const char* env = std::getenv("WEFT_CONFORMANCE_LISTEN"); env && *env) return env;
+    if (dom.capabilities().kind == BackendKind::verbs) {
+        const std::string ip = verbs_ipv4(dom);
+        if (ip.empty()) {
+            BOOST_FAIL("no IPv4-mapped GID on " << dom.capabilities().device
+                                                << " to listen on; set WEFT_CONFORMANCE_LISTEN=HOST:PORT");
+        }
+        return ip + ":0";
+    }
+    return "conformance:0";
+}
+
+// A side of the suite's Pair, not connected: on its own domain, or on `shared` when given (the accepting
+// QP must come from the listener's domain).
+void open_side(test::Side& s, Domain* shared = nullptr) {
+    if (!shared) s.domain = open(test::backend_config());
+    Domain& dom = shared ? *shared : s.domain;
+    s.cq = dom.create_cq({.depth = 256});
+    s.qp = dom.create_qp({.send_cq = s.cq, .recv_cq = s.cq});
+    s.buf.assign(4096, std::byte{0});
+    s.mr = dom.register_memory(s.buf, all_access);
+}
+
+// Runs connect(qp, address) in a thread while this one accepts into `accepting`; rethrows either's error.
+void connect_in_thread(Listener& lis, QueuePair& accepting, QueuePair& connecting) {
+    const std::string address = lis.address();
+    std::exception_ptr connect_error;
+    std::thread connector([&] {
+        try {
+            weft::connect(connecting, address, handshake_timeout);
+        } catch (...) {
+            connect_error = std::current_exception();
+        }
+    });
+    std::exception_ptr accept_error;
+    try {
+        lis.accept(accepting, handshake_timeout);
+    } catch (...) {
+        accept_error = std::current_exception();
+    }
+    connector.join();
+    if (accept_error) std::rethrow_exception(accept_error);
+    if (connect_error) std::rethrow_exception(connect_error);
+}
+
+// a writes to b with an immediate, b sends to a: both directions move bytes.
+void exchange_data(test::Side& a, test::Side& b) {
+    a.fill(0, 256, 11);
+    b.fill(1024, 128, 23);
+    BOOST_REQUIRE(b.qp.post_recv({recv(100, b.seg(2048, 8))}));
+    BOOST_REQUIRE(a.qp.post_recv({recv(200, a.seg(512, 256))}));
+    BOOST_REQUIRE(a.qp.post_send({write(1, a.seg(0, 256), b.remote(0, 256)).with_imm(0x1234)}));
+    auto wa = next(a.cq);
+    BOOST_TEST(wa.id == 1u);
+    BOOST_TEST(wa.status == WcStatus::success);
+    auto rb = next(b.cq);
+    BOOST_TEST(rb.id == 100u);
+    BOOST_TEST(rb.status == WcStatus::success);
+    BOOST_TEST(rb.imm == 0x1234u);
+    BOOST_TEST(b.holds(0, 256, 11));
+
+    BOOST_REQUIRE(b.qp.post_send({send(2, b.seg(1024, 128))}));
+    auto wb = next(b.cq);
+    BOOST_TEST(wb.id == 2u);
+    BOOST_TEST(wb.status == WcStatus::success);
+    auto ra = next(a.cq);
+    BOOST_TEST(ra.id == 200u);
+    BOOST_TEST(ra.status == WcStatus::success);
+    BOOST_TEST(ra.byte_len == 128u);
+    bool same = true;
+    for (std::size_t i = 0; i < 128; ++i) same = same && a.buf[512 + i] == b.buf[1024 + i];
+    BOOST_TEST(same);
+}
+
+template <class F>
+Error error_of(F f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e;
+    }
+    BOOST_FAIL("no weft::Error was thrown");
+    return Error(Errc::internal, "unreachable");
+}
+
+bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(listener)
+
+BOOST_AUTO_TEST_CASE(connect_and_accept_then_data_moves_both_ways, *needs(Feature::listener)) {
+    test::Side a, b;
+    open_side(a);
+    open_side(b);
+    Listener lis = weft::listen(a.domain, listen_address(a.domain));
+    BOOST_TEST_MESSAGE("listening on " << lis.address());
+    BOOST_TEST(!contains(lis.address(), ":0"));  // the port the system chose, not the 0 asked for
+    connect_in_thread(lis, a.qp, b.qp);
+    BOOST_TEST(a.qp.state() == QpState::rts);
+    BOOST_TEST(b.qp.state() == QpState::rts);
+    exchange_data(a, b);
+}
+
+BOOST_AUTO_TEST_CASE(one_listener_accepts_connections_one_after_another, *needs(Feature::listener)) {
+    test::Side server;
+    open_side(server);
+    Listener lis = weft::listen(server.domain, listen_address(server.domain));
+    for (int round = 0; round < 2; ++round) {
+        BOOST_TEST_CONTEXT("connection " << round) {
+            test::Side a, b;
+            open_side(a, &server.domain);
+            open_side(b);
+            connect_in_thread(lis, a.qp, b.qp);
+            exchange_data(a, b);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(connect_where_nobody_listens_is_refused_in_time, *needs(Feature::listener)) {
+    test::Side a, b;
+    open_side(a);
+    open_side(b);
+    std::string address;
+    {
+        Listener lis = weft::listen(a.domain, listen_address(a.domain));
+        address = lis.address();
+    }  // closed: nothing listens there any more
+    const auto timeout = 5s;
+    const auto start = std::chrono::steady_clock::now();
+    Error e = error_of([&] { weft::connect(b.qp, address, timeout); });
+    const auto took = std::chrono::steady_clock::now() - start;
+    BOOST_TEST_MESSAGE("connect to " << address << ": " << e.what());
+    BOOST_TEST((e.code() == std::errc::connection_refused));
+    BOOST_TEST(took < timeout + 1s);
+    BOOST_TEST(b.qp.state() == QpState::init);  // untouched: it may still be connected another way
+}
+
+BOOST_AUTO_TEST_CASE(accept_without_a_peer_times_out, *needs(Feature::listener)) {
+    test::Side a;
+    open_side(a);
+    Listener lis = weft::listen(a.domain, listen_address(a.domain));
+    const auto start = std::chrono::steady_clock::now();
+    Error e = error_of([&] { lis.accept(a.qp, 200ms); });
+    const auto took = std::chrono::steady_clock::now() - start;
+    BOOST_TEST_MESSAGE(e.what());
+    BOOST_TEST((e.code() == std::errc::timed_out));
+    BOOST_TEST(took >= 190ms);
+    BOOST_TEST(took < 5s);
+    BOOST_TEST(a.qp.state() == QpState::init);
+}
+
+BOOST_AUTO_TEST_CASE(listening_twice_on_one_address_is_refused, *needs(Feature::listener)) {
+    test::Side a;
+    open_side(a);
+    Listener first = weft::listen(a.domain, listen_address(a.domain));
+    Error e = error_of([&] { auto second = weft::listen(a.domain, first.address()); });
+    BOOST_TEST_MESSAGE(e.what());
+    BOOST_TEST((e.code() == std::errc::address_in_use));
+}
+
+BOOST_AUTO_TEST_CASE(malformed_listen_address_names_the_accepted_forms) {
+    test::Side a;
+    open_side(a);
+    for (const char* bad : {"no-port", "host:", ":7471", "host:65536", "host:12a", "[::1", "[::1]7471", "::1:7471",
+                            "host:-1"}) {
+        BOOST_TEST_CONTEXT("address '" << bad << "'") {
+            Error e = error_of([&] { auto l = weft::listen(a.domain, bad); });
+            BOOST_TEST((e.code() == Errc::invalid_argument));
+            BOOST_TEST(contains(e.what(), "accepted forms"), e.what());
+            BOOST_TEST(contains(e.what(), "[IPV6]:PORT"), e.what());
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(connect_needs_a_fresh_queue_pair) {
+    test::Pair p;  // connected: rts
+    Error e = error_of([&] { weft::connect(p.a.qp, "somewhere:7471", 1s); });
+    BOOST_TEST((e.code() == Errc::invalid_state));
+    BOOST_TEST(contains(e.what(), "fresh QP"), e.what());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

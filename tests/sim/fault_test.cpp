@@ -1,0 +1,180 @@
+// Simulator faults: lost, duplicated and delayed packets hidden by RC retransmission; cut links, crashed and
+// stalled nodes; injected setup failures. From config keys (so unmodified programs can be swept) and from
+// the weft::sim::Fabric control API.
+#include "node.hpp"
+
+using namespace weft;
+using weft::sim::Fabric;
+using weft::sim::test::link;
+using weft::sim::test::next;
+using weft::sim::test::Node;
+
+namespace {
+
+// An ordinary workload: writes, sends, reads and fetch_adds; checks every completion and byte, and returns
+// the completion stream and the final clock as text.
+std::string workload(const std::string& cfg) {
+    QpOptions o;
+    o.timeout = 8;  // ~1 ms: losses are recovered quickly in virtual time
+    Node a(cfg, o), b(cfg, o);
+    link(a, b);
+    for (std::size_t i = 0; i < 64 * 1024; ++i) a.buf[i] = static_cast<std::byte>(i * 7 + 3);
+    std::string log;
+    for (std::uint64_t round = 0; round < 40; ++round) {
+        BOOST_REQUIRE(b.qp.post_recv({recv(round, b.mr.slice(500000 + round * 256, 256))}));
+        BOOST_REQUIRE(a.qp.post_send({
+            write(round * 10, a.mr.slice(round * 512, 6000), b.mr.remote().slice(100000 + round * 6000, 6000)).unsignaled(),
+            send(round * 10 + 1, a.mr.slice(round * 8, 200)),
+            fetch_add(round * 10 + 2, a.mr.slice(900000 + round * 8, 8), b.mr.remote().slice(800000, 8), 1),
+            read(round * 10 + 3, a.mr.slice(700000 + round * 64, 64), b.mr.remote().slice(100000 + round * 6000, 64)),
+        }));
+        for (int k = 0; k < 4; ++k) {
+            auto c = next(k < 3 ? a.cq : b.cq);
+            BOOST_TEST(c.ok(), c);
+            log += weft::sim::test::text(c) + "\n";
+        }
+    }
+    for (std::uint64_t round = 0; round < 40; ++round) {
+        BOOST_TEST(std::memcmp(&b.buf[100000 + round * 6000], &a.buf[round * 512], 6000) == 0);
+        BOOST_TEST(std::memcmp(&b.buf[500000 + round * 256], &a.buf[round * 8], 200) == 0);
+        BOOST_TEST(a.word(900000 + round * 8) == round);  // each fetch_add executed exactly once
+        BOOST_TEST(std::memcmp(&a.buf[700000 + round * 64], &a.buf[round * 512], 64) == 0);
+    }
+    BOOST_TEST(b.word(800000) == 40u);
+    const auto st = Fabric::of(a.dom).stats();
+    log += "t=" + std::to_string(Fabric::of(a.dom).now()) + " dropped=" + std::to_string(st.dropped) +
+           " duplicated=" + std::to_string(st.duplicated) + " delayed=" + std::to_string(st.delayed) +
+           " retransmitted=" + std::to_string(st.retransmitted) + "\n";
+    return log;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(faults)
+
+BOOST_AUTO_TEST_CASE(lost_packets_are_retransmitted_and_invisible_to_the_program) {
+    const auto log = workload("sim:fabric=drop,seed=3,drop=0.05");
+    BOOST_TEST_MESSAGE(log.substr(log.rfind("t=")));
+    const auto stats = log.substr(log.rfind("t="));
+    BOOST_TEST(stats.find("dropped=0 ") == std::string::npos);
+    BOOST_TEST(stats.find("retransmitted=0") == std::string::npos);
+    BOOST_TEST(log == workload("sim:fabric=drop,seed=3,drop=0.05"));  // deterministic from the seed
+}
+
+BOOST_AUTO_TEST_CASE(duplicated_and_delayed_packets_are_invisible_to_the_program) {
+    const auto log = workload("sim:fabric=dupdelay,seed=4,duplicate=0.2,delay=0.2,delay_ns=3000");
+    const auto stats = log.substr(log.rfind("t="));
+    BOOST_TEST_MESSAGE(stats);
+    BOOST_TEST(stats.find("duplicated=0 ") == std::string::npos);
+    BOOST_TEST(stats.find("delayed=0 ") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(every_fault_at_once_across_seeds) {
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+        workload("sim:fabric=sweep,mtu=1024,drop=0.03,duplicate=0.05,delay=0.05,seed=" + std::to_string(seed));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(faults_can_be_set_from_code) {
+    Node a("sim:fabric=setfaults"), b("sim:fabric=setfaults");
+    link(a, b);
+    auto fab = Fabric::of(a.dom);
+    fab.set_faults({.drop = 0.2});
+    BOOST_TEST(fab.faults().drop == 0.2);
+    for (std::uint64_t i = 0; i < 20; ++i) {
+        BOOST_REQUIRE(a.qp.post_send({write(i, a.mr.slice(0, 8), b.mr.remote().slice(0, 8))}));
+        BOOST_TEST(next(a.cq).ok());
+    }
+    BOOST_TEST(fab.stats().dropped > 0u);
+    BOOST_CHECK_THROW(fab.set_faults({.drop = 1.5}), Error);
+}
+
+BOOST_AUTO_TEST_CASE(a_cut_link_gives_transport_retry_exceeded_after_timeout_times_retries) {
+    QpOptions o;
+    o.timeout = 8;    // 4.096 us * 2^8 = 1048576 ns
+    o.retry_cnt = 2;
+    Node a("sim:fabric=cut,reorder=none", o), b("sim:fabric=cut,reorder=none", o);
+    link(a, b);
+    auto fab = Fabric::of(a.dom);
+    fab.cut(a.dom, b.dom);
+    const auto t0 = fab.now();
+    BOOST_REQUIRE(a.qp.post_send({write(1, a.mr.slice(0, 8), b.mr.remote().slice(0, 8))}));
+    auto c = next(a.cq);
+    BOOST_TEST(c.status == WcStatus::transport_retry_exceeded);
+    BOOST_TEST(fab.now() - t0 == 3u * 1048576u);  // the first try and two retries, each timing out
+    BOOST_TEST(a.qp.state() == QpState::error);
+}
+
+BOOST_AUTO_TEST_CASE(a_link_cut_for_less_than_the_retries_recovers) {
+    QpOptions o;
+    o.timeout = 8;
+    o.retry_cnt = 3;
+    Node a("sim:fabric=cutshort", o), b("sim:fabric=cutshort", o);
+    link(a, b);
+    auto fab = Fabric::of(a.dom);
+    fab.cut(a.dom, b.dom, std::chrono::milliseconds(2));
+    a.buf[0] = std::byte{5};
+    BOOST_REQUIRE(a.qp.post_send({write(1, a.mr.slice(0, 8), b.mr.remote().slice(0, 8))}));
+    BOOST_TEST(next(a.cq).ok());
+    BOOST_TEST((b.buf[0] == std::byte{5}));
+    BOOST_TEST(fab.now() > 2'000'000u);
+    // heal() ends a cut for good at once.
+    fab.cut(a.dom, b.dom);
+    fab.heal(a.dom, b.dom);
+    BOOST_REQUIRE(a.qp.post_send({write(2, a.mr.slice(0, 8), b.mr.remote().slice(0, 8))}));
+    BOOST_TEST(next(a.cq).ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_crashed_node_gives_its_peers_transport_retry_exceeded) {
+    QpOptions o;
+    o.timeout = 8;
+    o.retry_cnt = 1;
+    Node a("sim:fabric=crash", o), b("sim:fabric=crash", o);
+    link(a, b);
+    Fabric::of(a.dom).crash(b.dom);
+    BOOST_REQUIRE(a.qp.post_send({send(1, a.mr.slice(0, 8))}));
+    BOOST_TEST(next(a.cq).status == WcStatus::transport_retry_exceeded);
+    // The crashed node completes nothing, even its receives.
+    BOOST_REQUIRE(b.qp.post_recv({recv(1, b.mr.slice(0, 8))}));
+    Completion wc[1];
+    BOOST_TEST(b.cq.poll(wc).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_stalled_responder_takes_requests_up_later_in_order) {
+    Node a("sim:fabric=stall,reorder=none"), b("sim:fabric=stall,reorder=none");
+    link(a, b);
+    auto fab = Fabric::of(a.dom);
+    fab.stall(b.dom, std::chrono::microseconds(50));
+    const auto t0 = fab.now();
+    std::vector<SendRequest> batch;
+    for (std::uint8_t k = 0; k < 8; ++k) {
+        a.buf[k * 8] = std::byte{static_cast<unsigned char>(k + 1)};
+        batch.push_back(write(k, a.mr.slice(k * 8, 8), b.mr.remote().slice(0, 8)).signaled(k == 7));
+    }
+    BOOST_REQUIRE(a.qp.post_send(batch));
+    BOOST_TEST(next(a.cq).id == 7u);
+    BOOST_TEST(fab.now() - t0 >= 50'000u + 1000u);  // the stall, then the acknowledgement's latency
+    BOOST_TEST((b.buf[0] == std::byte{8}));          // the last write posted is the one that stays
+}
+
+BOOST_AUTO_TEST_CASE(registration_and_qp_creation_fail_when_told_to) {
+    auto dom = open("sim:fabric=failsetup");
+    auto fab = Fabric::of(dom);
+    std::vector<std::byte> buf(64);
+    fab.fail_next_registration();
+    try {
+        (void)dom.register_memory(buf, Access::local_write);
+        BOOST_FAIL("expected an injected failure");
+    } catch (const Error& e) {
+        BOOST_TEST(e.code() == make_error_code(Errc::resource_exhausted));
+        BOOST_TEST(std::string(e.what()).find("injected") != std::string::npos);
+    }
+    auto mr = dom.register_memory(buf, Access::local_write);  // only the next one failed
+    auto cq = dom.create_cq({.depth = 8});
+    fab.fail_next_qp_creation(2);
+    BOOST_CHECK_THROW(dom.create_qp({.send_cq = cq, .recv_cq = cq}), Error);
+    BOOST_CHECK_THROW(dom.create_qp({.send_cq = cq, .recv_cq = cq}), Error);
+    BOOST_CHECK_NO_THROW(dom.create_qp({.send_cq = cq, .recv_cq = cq}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
