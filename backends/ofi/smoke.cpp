@@ -6,10 +6,16 @@
 //   weft-ofi-smoke ofi:provider=shm
 //   weft-ofi-smoke ofi:provider=tcp two-domains    # each QP on its own domain, as two nodes would be
 //   weft-ofi-smoke ofi:provider=tcp own-cq-only    # wait on one CQ at a time, never polling the peer's
+//   weft-ofi-smoke ofi:provider=tcp two-process    # requester and responder in two processes (fork)
 #include <weft/weft.hpp>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <deque>
+#include <span>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -49,6 +55,147 @@ void expect(bool ok, const char* what) {
     if (!ok) ++failures;
 }
 
+// ---- two processes: the parent requests, the forked child responds; QP addresses and the responder's
+// region descriptor cross over pipes.
+
+void put_blob(int fd, std::span<const std::byte> b) {
+    auto n = static_cast<std::uint32_t>(b.size());
+    if (::write(fd, &n, 4) != 4 || ::write(fd, b.data(), n) != static_cast<ssize_t>(n)) throw std::runtime_error("pipe write");
+}
+
+std::vector<std::byte> get_blob(int fd) {
+    std::uint32_t n = 0;
+    if (::read(fd, &n, 4) != 4) throw std::runtime_error("pipe read");
+    std::vector<std::byte> b(n);
+    for (std::size_t got = 0; got < n;) {
+        ssize_t r = ::read(fd, b.data() + got, n - got);
+        if (r <= 0) throw std::runtime_error("pipe read");
+        got += static_cast<std::size_t>(r);
+    }
+    return b;
+}
+
+struct Node {
+    weft::Domain dom;
+    Cq cq;
+    weft::QueuePair qp;
+    std::vector<std::byte> buf;
+    weft::MemoryRegion mr;
+
+    explicit Node(const std::string& config)
+        : dom(weft::open(config)),
+          cq{dom.create_cq({.depth = 64}), {}},
+          qp(dom.create_qp({.send_cq = cq.cq, .recv_cq = cq.cq, .max_send = 32, .max_recv = 32})),
+          buf(1 << 16),
+          mr(dom.register_memory(buf, weft::all_access)) {}
+
+    weft::Completion next() {
+        weft::Completion wc[1];
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (cq.cq.poll(wc).empty()) {
+            if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("no completion within 10 s");
+        }
+        return wc[0];
+    }
+};
+
+int responder(const std::string& config, int in, int out) {
+    Node b(config);
+    for (int i = 0; i < 1000; ++i) b.buf[30000 + i] = static_cast<std::byte>(i * 5 + 1);
+    std::uint64_t counter = 40;
+    std::memcpy(b.buf.data() + 40000, &counter, 8);
+    put_blob(out, b.qp.address());
+    auto desc = b.mr.remote().encode();
+    put_blob(out, desc);
+    auto peer = get_blob(in);
+    if (!b.qp.post_recv({weft::recv(100, b.mr.slice(0, 64)), weft::recv(101, b.mr.slice(64, 16))})) return 3;
+    b.qp.connect(peer);
+    auto r1 = b.next();
+    auto r2 = b.next();
+    std::cout << "[responder] " << r1 << "\n[responder] " << r2 << '\n';
+    bool ok = r1.ok() && r1.byte_len == 15 && std::memcmp(b.buf.data(), "hello, process", 15) == 0 && r2.ok() &&
+              r2.opcode == weft::Opcode::recv_rdma_with_imm && r2.imm == 0xabcd && r2.byte_len == 512;
+    // Keep polling (manual-progress providers serve reads and atomics only then) until the requester is done.
+    char done = 0;
+    weft::Completion wc[4];
+    ::fcntl(in, F_SETFL, ::fcntl(in, F_GETFL) | O_NONBLOCK);
+    while (::read(in, &done, 1) != 1) {
+        for (auto& c : b.cq.cq.poll(wc)) std::cout << "[responder] unexpected " << c << '\n';
+    }
+    bool wrote = true;
+    for (int i = 0; i < 4096; ++i) wrote &= b.buf[8192 + i] == static_cast<std::byte>(i * 3);
+    std::memcpy(&counter, b.buf.data() + 40000, 8);
+    std::cout << "[responder] receives " << (ok ? "ok" : "WRONG") << ", written bytes " << (wrote ? "ok" : "WRONG")
+              << ", counter " << counter << '\n';
+    return ok && wrote ? 0 : 1;
+}
+
+int requester(const std::string& config, int in, int out) {
+    Node a(config);
+    auto peer = get_blob(in);
+    auto dst = weft::RemoteRegion::decode(get_blob(in));
+    put_blob(out, a.qp.address());
+    a.qp.connect(peer);
+    const auto& caps = a.dom.capabilities();
+    std::memcpy(a.buf.data(), "hello, process", 15);
+    for (int i = 0; i < 4096; ++i) a.buf[1024 + i] = static_cast<std::byte>(i * 3);
+    (void)a.qp.post_send({weft::send(1, a.mr.slice(0, 15)), weft::write(2, a.mr.slice(1024, 4096), dst.slice(8192, 4096))});
+    auto c = a.next();
+    std::cout << "[requester] " << c << '\n';
+    expect(c.ok() && c.id == 1, "send completed");
+    c = a.next();
+    std::cout << "[requester] " << c << '\n';
+    expect(c.ok() && c.id == 2, "write completed");
+    (void)a.qp.post_send({weft::write(3, a.mr.slice(1024, 512), dst.slice(16384, 512)).with_imm(0xabcd)});
+    c = a.next();
+    std::cout << "[requester] " << c << '\n';
+    expect(c.ok() && c.id == 3, "write_with_imm completed");
+    if (caps.has(weft::Feature::read)) {
+        (void)a.qp.post_send({weft::read(4, a.mr.slice(20000, 1000), dst.slice(30000, 1000))});
+        c = a.next();
+        std::cout << "[requester] " << c << '\n';
+        bool same = true;
+        for (int i = 0; i < 1000; ++i) same &= a.buf[20000 + i] == static_cast<std::byte>(i * 5 + 1);
+        expect(c.ok() && same, "read brought the responder's bytes");
+    }
+    if (caps.has(weft::Feature::atomics)) {
+        (void)a.qp.post_send({weft::fetch_add(5, a.mr.slice(40000, 8), dst.slice(40000, 8), 2)});
+        c = a.next();
+        std::uint64_t old = 0;
+        std::memcpy(&old, a.buf.data() + 40000, 8);
+        std::cout << "[requester] " << c << '\n';
+        expect(c.ok() && old == 40, "fetch_add returned the old value");
+    }
+    char done = 1;
+    if (::write(out, &done, 1) != 1) throw std::runtime_error("pipe write");
+    return failures == 0 ? 0 : 1;
+}
+
+int two_process(const std::string& config) {
+    int to_child[2], to_parent[2];
+    if (::pipe(to_child) != 0 || ::pipe(to_parent) != 0) throw std::runtime_error("pipe");
+    std::cout.flush();
+    // Fork before any libfabric state exists: each process opens its own domain.
+    pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork");
+    if (pid == 0) {
+        int rc = 2;
+        try {
+            rc = responder(config, to_child[0], to_parent[1]);
+        } catch (const std::exception& e) {
+            std::cerr << "[responder] " << e.what() << '\n';
+        }
+        std::cout.flush();
+        ::_exit(rc);
+    }
+    int rc = requester(config, to_parent[0], to_child[1]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    int child = WIFEXITED(status) ? WEXITSTATUS(status) : 9;
+    std::cout << (rc == 0 && child == 0 ? "two-process smoke passed\n" : "two-process smoke FAILED\n");
+    return rc == 0 && child == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -57,6 +204,7 @@ int main(int argc, char** argv) try {
     for (int i = 2; i < argc; ++i) {
         two_domains |= std::string(argv[i]) == "two-domains";
         own_cq_only |= std::string(argv[i]) == "own-cq-only";
+        if (std::string(argv[i]) == "two-process") return two_process(config);
     }
     auto dom = weft::open(config);
     auto dom_b = two_domains ? weft::open(config) : weft::Domain();
