@@ -231,6 +231,10 @@ public:
     std::unique_ptr<weft::detail::MrImpl> register_memory(void* addr, std::size_t length, Access access) override;
     std::shared_ptr<weft::detail::CqImpl> create_cq(const CqOptions& options) override;
     std::unique_ptr<weft::detail::QpImpl> create_qp(const weft::detail::QpSetup& setup) override;
+    // named rendezvous (sim_rendezvous.cpp)
+    std::unique_ptr<weft::detail::ListenerImpl> listen(const weft::detail::HostPort& where) override;
+    void connect_to(weft::detail::QpImpl& qp, const weft::detail::HostPort& where,
+                    std::chrono::milliseconds timeout) override;
 
     /// The region a key names, or null (unknown, stale or deregistered key). Needs the fabric lock.
     const SimMr* find_mr(std::uint64_t key) const noexcept;
