@@ -30,6 +30,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace weft::ofi {
@@ -274,7 +276,7 @@ public:
 
     std::size_t poll(std::span<Completion> out) noexcept override;
     bool wait(std::chrono::nanoseconds timeout) override;
-    int fd() override { return wait_fd_; }
+    int fd() override;
     std::uint32_t depth() const noexcept override { return depth_; }
 
     fid_cq* fid() const noexcept { return cq_.get(); }
@@ -289,8 +291,14 @@ public:
     void drain_provider() noexcept;
     /// Forgets `ring` (its QP is going away); the caller has drained the provider first.
     void detach(Ring& ring) noexcept;
+    /// Keeps every other thread away from this CQ's provider calls while the caller closes an endpoint
+    /// bound to it (ofi_rxm faults when an endpoint closes under a concurrent fi_cq_read).
+    std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> quiesce();
 
 private:
+    std::size_t poll_here(std::span<Completion> out) noexcept;
+    bool wait_step() noexcept;
+    void helper_loop() noexcept;
     std::size_t pump() noexcept;
     void absorb(const fi_cq_data_entry& e) noexcept;
     void absorb_error() noexcept;
@@ -310,6 +318,16 @@ private:
     Ring* ready_tail_ = nullptr;
     std::atomic<Ring*> inbox_{nullptr};
     std::array<fi_cq_data_entry, 32> entries_{};
+
+    // fd() without a provider wait object: from the first call on, the consumer side is locked and a
+    // helper thread progresses the provider and makes event_fd_ readable when poll() has something.
+    std::atomic<bool> shared_{false};
+    std::mutex consumer_mu_;
+    std::mutex progress_mu_;  // kicks from other threads
+    std::once_flag helper_once_;
+    int event_fd_ = -1;
+    std::atomic<bool> stop_{false};
+    std::thread helper_;
 };
 
 // ---- Queue pair

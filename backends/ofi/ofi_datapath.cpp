@@ -16,6 +16,7 @@
 #include "ofi.hpp"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -494,8 +495,17 @@ void OfiQp::cancel_receives() noexcept {
 // ---- Completion queue
 
 void OfiCq::kick() noexcept {
+    std::unique_lock lock(progress_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
     fi_cq_data_entry scratch;
     fi_cq_read(cq_.get(), &scratch, 0);
+}
+
+std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> OfiCq::quiesce() {
+    std::unique_lock consumer(consumer_mu_, std::defer_lock);
+    if (shared_.load(std::memory_order_acquire)) consumer.lock();
+    std::unique_lock progress(progress_mu_);
+    return {std::move(consumer), std::move(progress)};
 }
 
 void OfiCq::notify(Ring& ring) noexcept {
@@ -676,7 +686,7 @@ void OfiCq::arm_fd() noexcept {
     fi_trywait(dom_->fabric(), fids, 1);
 }
 
-std::size_t OfiCq::poll(std::span<Completion> out) noexcept {
+std::size_t OfiCq::poll_here(std::span<Completion> out) noexcept {
     if (inbox_.load(std::memory_order_relaxed) != nullptr) take_inbox();
     std::size_t n = deliver(out, 0);
     if (n < out.size() && pump() > 0) n = deliver(out, n);
@@ -695,14 +705,37 @@ std::size_t OfiCq::poll(std::span<Completion> out) noexcept {
     return n;
 }
 
+std::size_t OfiCq::poll(std::span<Completion> out) noexcept {
+    if (!shared_.load(std::memory_order_acquire)) return poll_here(out);
+    std::lock_guard lock(consumer_mu_);
+    std::size_t n = poll_here(out);
+    if (n == 0) {
+        // Empty: re-arm the descriptor; the helper sets it again when something arrives.
+        std::uint64_t count = 0;
+        while (::read(event_fd_, &count, sizeof count) > 0) {
+        }
+    }
+    return n;
+}
+
+// One round of wait(): true when poll() would return something.
+bool OfiCq::wait_step() noexcept {
+    if (deliverable()) return true;
+    pump();
+    if (registry::attention_pending()) registry::drive_all(true);
+    if (deliverable()) return true;
+    if (profile_->needs_kicks) registry::kick_others(this);
+    return false;
+}
+
 bool OfiCq::wait(std::chrono::nanoseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-        if (deliverable()) return true;
-        pump();
-        if (registry::attention_pending()) registry::drive_all(true);
-        if (deliverable()) return true;
-        if (profile_->needs_kicks) registry::kick_others(this);
+        {
+            std::unique_lock lock(consumer_mu_, std::defer_lock);
+            if (shared_.load(std::memory_order_acquire)) lock.lock();
+            if (wait_step()) return true;
+        }
         auto now = std::chrono::steady_clock::now();
         if (now >= deadline) return false;
         auto slice = std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(1));
@@ -719,12 +752,29 @@ bool OfiCq::wait(std::chrono::nanoseconds timeout) {
     }
 }
 
+void OfiCq::helper_loop() noexcept {
+    while (!stop_.load(std::memory_order_acquire)) {
+        {
+            std::unique_lock lock(consumer_mu_, std::try_to_lock);
+            if (lock.owns_lock() && wait_step()) {
+                std::uint64_t one = 1;
+                [[maybe_unused]] ssize_t w = ::write(event_fd_, &one, sizeof one);
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+}
+
 void OfiCq::drain_provider() noexcept {
+    std::unique_lock lock(consumer_mu_, std::defer_lock);
+    if (shared_.load(std::memory_order_acquire)) lock.lock();
     while (pump() > 0) {
     }
 }
 
 void OfiCq::detach(Ring& ring) noexcept {
+    std::unique_lock lock(consumer_mu_, std::defer_lock);
+    if (shared_.load(std::memory_order_acquire)) lock.lock();
     take_inbox();
     Ring* prev = nullptr;
     for (Ring* r = ready_head_; r != nullptr; prev = r, r = r->ready_next) {

@@ -302,8 +302,9 @@ void OfiDomain::fill_capabilities() {
     if (p.atomics) add(Feature::atomics);
     if (p.fence) add(Feature::fence);
     if (p.inject_size > 0) add(Feature::inline_data);
-    // An fd only helps a sleeping user when the provider progresses on its own (hardware does).
-    if (p.wait_fd && !p.needs_kicks) add(Feature::cq_fd);
+    // The provider's wait fd where it progresses on its own (verbs hardware); a helper thread otherwise
+    // (OfiCq::fd()).
+    add(Feature::cq_fd);
     caps.features = f;
     caps.max_qp_wr = static_cast<std::uint32_t>(
         std::min<std::size_t>({i.tx_attr->size, i.rx_attr->size, std::numeric_limits<std::uint32_t>::max()}));

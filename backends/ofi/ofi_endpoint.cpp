@@ -12,8 +12,12 @@
 // RDM endpoints need no handshake: connect() inserts the peer's name into the QP's address vector.
 #include "ofi.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -136,18 +140,36 @@ OfiCq::OfiCq(std::shared_ptr<OfiDomain> dom, const CqOptions& options)
     // Provider entries outnumber weft completions (unsignaled requests, two-part write_with_imm).
     attr.size = std::max<std::size_t>(64, static_cast<std::size_t>(options.depth) * 2);
     attr.format = FI_CQ_FORMAT_DATA;
-    attr.wait_obj = profile_->wait_fd ? FI_WAIT_FD : FI_WAIT_NONE;
+    const bool native_fd = profile_->wait_fd && !profile_->needs_kicks;
+    attr.wait_obj = native_fd ? FI_WAIT_FD : FI_WAIT_NONE;
     fid_cq* cq = nullptr;
     check(fi_cq_open(dom_->domain(), &attr, &cq, this), "fi_cq_open", "create_cq");
     cq_.reset(cq);
-    if (profile_->wait_fd && (dom_->caps.features & static_cast<std::uint32_t>(Feature::cq_fd)) != 0) {
+    if (native_fd) {
         check(fi_control(&cq->fid, FI_GETWAIT, &wait_fd_), "fi_control(FI_GETWAIT)", "create_cq");
     }
     if (profile_->needs_kicks) registry::add_manual(this);
 }
 
 OfiCq::~OfiCq() {
+    if (helper_.joinable()) {
+        stop_.store(true, std::memory_order_release);
+        helper_.join();
+    }
+    if (event_fd_ >= 0) ::close(event_fd_);
     if (profile_->needs_kicks) registry::remove_manual(this);
+}
+
+int OfiCq::fd() {
+    if (wait_fd_ >= 0) return wait_fd_;
+    std::call_once(helper_once_, [this] {
+        int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (fd < 0) throw_errno(errno, "eventfd for the CQ's descriptor", backend_name, "CompletionQueue::fd");
+        event_fd_ = fd;
+        shared_.store(true, std::memory_order_release);
+        helper_ = std::thread([this] { helper_loop(); });
+    });
+    return event_fd_;
 }
 
 // ---- Queue pair setup
@@ -488,9 +510,16 @@ OfiQp::~OfiQp() {
     registry::drop_attention(this);
     std::lock_guard lock(mu_);
     ep_ready_.store(false, std::memory_order_release);
-    // After fi_close no provider entry names our slots; read the ones already queued before letting go.
-    ep_.reset();
-    pep_.reset();
+    {
+        // After fi_close no provider entry names our slots; read the ones already queued before letting go.
+        OfiCq* first = std::min(send_cq_.get(), recv_cq_.get());
+        OfiCq* second = std::max(send_cq_.get(), recv_cq_.get());
+        auto quiet_first = first->quiesce();
+        std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> quiet_second;
+        if (second != first) quiet_second = second->quiesce();
+        ep_.reset();
+        pep_.reset();
+    }
     send_cq_->drain_provider();
     if (recv_cq_ != send_cq_) recv_cq_->drain_provider();
     send_cq_->detach(send_);

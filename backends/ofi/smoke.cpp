@@ -75,6 +75,8 @@ std::vector<std::byte> get_blob(int fd) {
     return b;
 }
 
+constexpr int pingpong_rounds = 2000;
+
 struct Node {
     weft::Domain dom;
     Cq cq;
@@ -122,6 +124,24 @@ int responder(const std::string& config, int in, int out) {
     while (::read(in, &done, 1) != 1) {
         for (auto& c : b.cq.cq.poll(wc)) std::cout << "[responder] unexpected " << c << '\n';
     }
+    // Ping-pong: answer every 64-byte message with one, as fi_pingpong does.
+    (void)b.qp.post_recv({weft::recv(300, b.mr.slice(60000, 64))});
+    int sends_out = 0;
+    for (int i = 0; i < pingpong_rounds; ++i) {
+        for (;;) {
+            weft::Completion got = b.next();
+            if (!got.ok()) return 4;
+            if (got.is_recv()) break;
+            --sends_out;
+        }
+        (void)b.qp.post_recv({weft::recv(300, b.mr.slice(60000, 64))});
+        (void)b.qp.post_send({weft::send(301, b.mr.slice(60100, 64))});
+        ++sends_out;
+    }
+    while (sends_out > 0) {
+        if (!b.next().ok()) return 4;
+        --sends_out;
+    }
     bool wrote = true;
     for (int i = 0; i < 4096; ++i) wrote &= b.buf[8192 + i] == static_cast<std::byte>(i * 3);
     std::memcpy(&counter, b.buf.data() + 40000, 8);
@@ -168,6 +188,18 @@ int requester(const std::string& config, int in, int out) {
     }
     char done = 1;
     if (::write(out, &done, 1) != 1) throw std::runtime_error("pipe write");
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < pingpong_rounds; ++i) {
+        (void)a.qp.post_recv({weft::recv(400, a.mr.slice(60000, 64))});
+        (void)a.qp.post_send({weft::send(401, a.mr.slice(60100, 64))});
+        for (int want = 2; want > 0; --want) {
+            if (!a.next().ok()) throw std::runtime_error("ping-pong completion failed");
+        }
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    std::cout << "[requester] ping-pong 64 B x " << pingpong_rounds << ": "
+              << std::chrono::duration<double, std::micro>(t1 - t0).count() / pingpong_rounds / 2
+              << " us one-way (fi_pingpong's usec/xfer)\n";
     return failures == 0 ? 0 : 1;
 }
 
