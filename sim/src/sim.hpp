@@ -423,6 +423,7 @@ private:
     // requester transport state
     std::uint64_t rd_atomic_end_ = 0;  ///< one past the last read/atomic transmitted (fence waits for it)
     std::uint64_t tx_high_ = 0;        ///< one past the highest message ever transmitted
+    std::uint64_t cumulative_done_ = 0;  ///< sends/writes below it were marked done by a cumulative ACK
     std::uint32_t rnr_count_ = 0;
     std::uint32_t retry_count_ = 0;
     bool rnr_wait_ = false;

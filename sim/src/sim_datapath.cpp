@@ -79,22 +79,36 @@ std::uint32_t permute(std::uint32_t k, std::uint32_t n, std::uint64_t key) noexc
     return x;
 }
 
-// A fast digest of the bytes a gather list names (8 bytes at a time), to notice a source buffer changed
-// while its request was in flight.
+// A fast digest of the bytes a gather list names, to notice a source buffer changed while its request was
+// in flight: four independent multiply-xor lanes over 32-byte blocks (so the multiplies overlap), the tail
+// byte by byte. Not cryptographic; a change that keeps the digest is missed with probability ~2^-64.
 std::uint64_t digest(std::span<const LocalSegment> segs) noexcept {
-    std::uint64_t h = 0x243f6a8885a308d3ull;
+    constexpr std::uint64_t k = 0x9e3779b97f4a7c15ull;
+    std::uint64_t h0 = 0x243f6a8885a308d3ull, h1 = 0x13198a2e03707344ull, h2 = 0xa4093822299f31d0ull,
+                  h3 = 0x082efa98ec4e6c89ull;
     for (const auto& s : segs) {
         const auto* p = reinterpret_cast<const unsigned char*>(s.addr);
-        std::size_t n = s.length, i = 0;
-        for (; i + 8 <= n; i += 8) {
-            std::uint64_t w;
-            std::memcpy(&w, p + i, 8);
-            h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-            h ^= h >> 29;
+        const std::size_t n = s.length;
+        std::size_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            std::uint64_t w0, w1, w2, w3;
+            std::memcpy(&w0, p + i, 8);
+            std::memcpy(&w1, p + i + 8, 8);
+            std::memcpy(&w2, p + i + 16, 8);
+            std::memcpy(&w3, p + i + 24, 8);
+            h0 = (h0 ^ w0) * k;
+            h1 = (h1 ^ w1) * k;
+            h2 = (h2 ^ w2) * k;
+            h3 = (h3 ^ w3) * k;
+            h0 ^= h0 >> 29;
+            h1 ^= h1 >> 29;
+            h2 ^= h2 >> 29;
+            h3 ^= h3 >> 29;
         }
-        for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+        for (; i < n; ++i) h0 = (h0 ^ p[i]) * 0x100000001b3ull;
+        h1 ^= n;  // segment boundaries count
     }
-    return h;
+    return h0 ^ (h1 * 0xbf58476d1ce4e5b9ull) ^ (h2 * 0x94d049bb133111ebull) ^ (h3 * k);
 }
 
 bool carries_payload(Opcode op) noexcept { return op != Opcode::read && !is_atomic(op); }
@@ -260,13 +274,14 @@ void SimQp::on_ack(const Event& e) noexcept {
     if (e.status == WcStatus::success) {
         // Acknowledgements are cumulative for sends and writes: the responder executes in order, so every
         // earlier one succeeded (reads and atomics wait for their own response, which carries the data).
-        for (std::uint64_t k = sq_completed_; k < e.msn; ++k) {
+        for (std::uint64_t k = std::max(sq_completed_, cumulative_done_); k < e.msn; ++k) {
             SqEntry& before = sq_at(k);
             if (!before.done && carries_payload(before.opcode)) {
                 before.done = true;
                 check_source(k);
             }
         }
+        cumulative_done_ = std::max(cumulative_done_, e.msn);
         w.done = true;
         check_source(e.msn);
         last_progress_ = fabric_.now;
