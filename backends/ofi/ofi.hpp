@@ -57,9 +57,9 @@ struct InfoFree {
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoFree>;
 
-/// Throws weft::Error for a failed fi_* call: `ret` is the call's negative return value.
+// Throws weft::Error for a failed fi_* call: `ret` is the call's negative return value.
 [[noreturn]] void fail(long ret, std::string_view call, std::string_view object, std::string context = {});
-/// Returns `ret` when it is not negative; throws through fail() otherwise.
+// Returns `ret` when it is not negative; throws through fail() otherwise.
 inline long check(long ret, std::string_view call, std::string_view object, std::string context = {}) {
     if (ret < 0) fail(ret, call, object, std::move(context));
     return ret;
@@ -123,10 +123,10 @@ public:
     MrTable& operator=(const MrTable&) = delete;
     ~MrTable();
 
-    /// Returns the lkey of a new entry: index (low 20 bits, from 1) | generation << 20.
+    // Returns the lkey of a new entry: index (low 20 bits, from 1) | generation << 20.
     std::uint32_t insert(std::uint64_t addr, std::uint64_t length, void* desc, bool local_write);
     void erase(std::uint32_t lkey) noexcept;
-    /// The live entry for `lkey`, or null.
+    // The live entry for `lkey`, or null.
     const MrEntry* find(std::uint32_t lkey) const noexcept {
         std::uint32_t index = lkey & ((1u << index_bits) - 1);
         MrEntry* chunk = chunks_[index >> chunk_bits].load(std::memory_order_acquire);
@@ -283,16 +283,16 @@ public:
     const OfiDomain* owner() const noexcept { return dom_.get(); }
     const Profile& profile() const noexcept { return *profile_; }
 
-    /// From any thread: `ring` has slots completed without a provider entry (synthetic completions).
+    // From any thread: `ring` has slots completed without a provider entry (synthetic completions).
     void notify(Ring& ring) noexcept;
-    /// Drives provider progress without consuming entries (safe from any thread).
+    // Drives provider progress without consuming entries (safe from any thread).
     void kick() noexcept;
-    /// Reads every pending provider entry into the rings (the consumer side; used on QP teardown).
+    // Reads every pending provider entry into the rings (the consumer side; used on QP teardown).
     void drain_provider() noexcept;
-    /// Forgets `ring` (its QP is going away); the caller has drained the provider first.
+    // Forgets `ring` (its QP is going away); the caller has drained the provider first.
     void detach(Ring& ring) noexcept;
-    /// Keeps every other thread away from this CQ's provider calls while the caller closes an endpoint
-    /// bound to it (ofi_rxm faults when an endpoint closes under a concurrent fi_cq_read).
+    // Keeps every other thread away from this CQ's provider calls while the caller closes an endpoint
+    // bound to it (ofi_rxm faults when an endpoint closes under a concurrent fi_cq_read).
     std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> quiesce();
 
 private:
@@ -353,17 +353,17 @@ public:
     void connect(std::span<const std::byte> peer) override;
     QpState state() const noexcept override { return state_.load(std::memory_order_acquire); }
 
-    /// Advances the connection handshake and posts backlogged requests. Returns true while the QP
-    /// still needs to be driven. Takes the QP's lock; `try_only` gives up when it is held elsewhere.
+    // Advances the connection handshake and posts backlogged requests. Returns true while the QP
+    // still needs to be driven. Takes the QP's lock; `try_only` gives up when it is held elsewhere.
     bool drive(bool try_only) noexcept;
-    /// Moves the QP to the error state because slot `origin_seq` of `origin` failed; `reason` is what the
-    /// origin reports when it has no status of its own (it was cancelled, or never reached the provider).
+    // Moves the QP to the error state because slot `origin_seq` of `origin` failed; `reason` is what the
+    // origin reports when it has no status of its own (it was cancelled, or never reached the provider).
     void enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason = WcStatus::general) noexcept;
-    /// A provider error for `s` arrived after the QP was already in error: when `s` precedes the recorded
-    /// origin on its ring (providers report a broken connection's requests in any order), it becomes the
-    /// origin. Consumer side only.
+    // A provider error for `s` arrived after the QP was already in error: when `s` precedes the recorded
+    // origin on its ring (providers report a broken connection's requests in any order), it becomes the
+    // origin. Consumer side only.
     void lower_origin(Slot& s) noexcept;
-    /// The connected peer QP, in this process, is being destroyed.
+    // The connected peer QP, in this process, is being destroyed.
     void peer_gone() noexcept;
     bool in_error() const noexcept { return error_.load(std::memory_order_acquire); }
     std::uint64_t nonce() const noexcept { return nonce_; }
@@ -440,26 +440,26 @@ private:
 namespace registry {
 void add_live(OfiQp* qp);
 void remove_live(OfiQp* qp);
-/// Whether a QP with `nonce` lives in this process and has called connect().
+// Whether a QP with `nonce` lives in this process and has called connect().
 bool peer_connecting(std::uint64_t nonce);
-/// Tells the QP of this process whose nonce is `nonce` that its peer is going away.
+// Tells the QP of this process whose nonce is `nonce` that its peer is going away.
 void tell_peer_gone(std::uint64_t nonce);
-/// False while a QP with `nonce` lives in this process and its handshake is under way.
+// False while a QP with `nonce` lives in this process and its handshake is under way.
 bool peer_settled(std::uint64_t nonce);
 
 void want_attention(OfiQp* qp);
 void drop_attention(OfiQp* qp);
-/// Drives every QP that needs it (connecting or backlogged). Cheap when none does.
+// Drives every QP that needs it (connecting or backlogged). Cheap when none does.
 void drive_all(bool try_only) noexcept;
 bool attention_pending() noexcept;
 
 void add_manual(OfiCq* cq);
 void remove_manual(OfiCq* cq);
-/// Kicks the progress engine of every manual-progress CQ of the process except `self`.
+// Kicks the progress engine of every manual-progress CQ of the process except `self`.
 void kick_others(const OfiCq* self) noexcept;
 }  // namespace registry
 
-/// The status of a failed provider operation.
+// The status of a failed provider operation.
 WcStatus map_error(const Profile& p, int err, int prov_errno) noexcept;
 
 }  // namespace weft::ofi
