@@ -1,12 +1,17 @@
 // sim_writes — posts 1,000,000 8-byte RDMA writes through the public API on the simulator, checks every
-// byte arrived, and prints the rate beside a memcpy anchor measured in the same run.
+// byte arrived, and prints the rate beside a memcpy anchor measured in the same run; then 64 KiB writes,
+// checked, in GB/s of wall-clock time beside a 64 KiB memcpy anchor and the bandwidth of virtual time.
+// Each figure is measured once per `reorder` mode (default: all, then none), so the cost of the legal
+// reorderings (torn placement, read/write reordering, ack jitter) is visible.
 //
-//   weft-bench-sim-writes [--writes N] [--batch B] [--backend CONFIG]
+//   weft-bench-sim-writes [--writes N] [--large N] [--batch B] [--backend CONFIG] [--reorder all,none]
 //
-// Each write carries a distinct 8-byte value to a distinct target slot; one request in every batch is
-// signaled, so the send queue is recycled the way a real application would do it.
+// Each write carries a distinct value to a distinct target slot; one request in every batch is signaled,
+// so the send queue is recycled the way a real application would do it.
+#include <weft/sim/fabric.hpp>
 #include <weft/weft.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,86 +37,164 @@ Side make(const std::string& config, std::size_t words, std::uint32_t depth) {
     return s;
 }
 
-}  // namespace
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
-int main(int argc, char** argv) {
-    std::size_t writes = 1'000'000;
-    std::uint32_t batch = 32;
-    std::string backend = "sim:fabric=bench";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        std::string arg = argv[i];
-        if (arg == "--writes") writes = std::strtoull(argv[i + 1], nullptr, 10);
-        else if (arg == "--batch") batch = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
-        else if (arg == "--backend") backend = argv[i + 1];
-        else {
-            std::fprintf(stderr, "usage: weft-bench-sim-writes [--writes N] [--batch B] [--backend CONFIG]\n");
-            return 2;
-        }
-    }
-    const std::size_t slots = 1 << 16;  // target slots; writes wrap around them
-    Side a = make(backend, slots, 4 * batch), b = make(backend, slots, 4 * batch);
-    a.qp.connect(b.qp.address());
-    b.qp.connect(a.qp.address());
-
+// Posts `writes` writes of `words_per_write` 8-byte words in batches of `batch`, three batches in flight at
+// most; write i carries value(i, k) in word k and goes to slot i % slots. Returns the wall-clock seconds,
+// or a negative value on failure. Fills `wrong` with the slots whose final contents are not the last write's.
+template <class Value>
+double run(Side& a, Side& b, std::size_t writes, std::size_t words_per_write, std::uint32_t batch, Value value,
+           std::size_t& wrong) {
+    const std::size_t slots = a.words.size() / words_per_write;
+    const std::size_t len = words_per_write * 8;
     std::vector<weft::SendRequest> reqs(batch);
     weft::Completion wc[64];
     std::size_t posted = 0, signaled_in_flight = 0;
     auto t0 = std::chrono::steady_clock::now();
     while (posted < writes) {
         const std::size_t n = std::min<std::size_t>(batch, writes - posted);
-        for (std::size_t k = 0; k < n; ++k) {
-            const std::size_t i = posted + k;
-            const std::size_t slot = i % slots;
-            a.words[slot] = i * 0x9e3779b97f4a7c15ull;  // the value this write carries
-            reqs[k] = weft::write(i, a.mr.slice(slot * 8, 8), b.mr.remote().slice(slot * 8, 8)).signaled(k + 1 == n);
-        }
-        // Keep at most three batches in flight: the queue holds four.
+        // Keep at most three batches in flight: the queue holds four, and the source slots of the batches
+        // in flight stay untouched until they complete.
         while (signaled_in_flight >= 3) {
             for (const auto& c : a.cq.poll(wc)) {
                 if (!c.ok()) {
                     std::fprintf(stderr, "write %llu failed: %s\n", static_cast<unsigned long long>(c.id),
                                  std::string(weft::to_string(c.status)).c_str());
-                    return 1;
+                    return -1;
                 }
                 --signaled_in_flight;
             }
         }
+        for (std::size_t k = 0; k < n; ++k) {
+            const std::size_t i = posted + k;
+            const std::size_t slot = i % slots;
+            for (std::size_t w = 0; w < words_per_write; ++w) a.words[slot * words_per_write + w] = value(i, w);
+            reqs[k] = weft::write(i, a.mr.slice(slot * len, len), b.mr.remote().slice(slot * len, len))
+                          .signaled(k + 1 == n);
+        }
         if (auto st = a.qp.post_send(std::span(reqs.data(), n)); !st) {
             std::fprintf(stderr, "post failed: %s\n", st.reason());
-            return 1;
+            return -1;
         }
         ++signaled_in_flight;
         posted += n;
     }
     while (signaled_in_flight > 0) {
-        for ([[maybe_unused]] const auto& c : a.cq.poll(wc)) --signaled_in_flight;
+        for (const auto& c : a.cq.poll(wc)) {
+            if (!c.ok()) return -1;
+            --signaled_in_flight;
+        }
     }
-    auto t1 = std::chrono::steady_clock::now();
-
-    // The last write to each slot must be what the target holds.
-    std::size_t wrong = 0;
+    const double secs = seconds_since(t0);
+    wrong = 0;
     for (std::size_t slot = 0; slot < std::min(slots, writes); ++slot) {
-        std::size_t last = slot + ((writes - 1 - slot) / slots) * slots;
-        if (b.words[slot] != last * 0x9e3779b97f4a7c15ull) ++wrong;
+        const std::size_t last = slot + ((writes - 1 - slot) / slots) * slots;
+        for (std::size_t w = 0; w < words_per_write; ++w) {
+            if (b.words[slot * words_per_write + w] != value(last, w)) {
+                ++wrong;
+                break;
+            }
+        }
     }
-    const double secs = std::chrono::duration<double>(t1 - t0).count();
+    return secs;
+}
 
-    // Anchor: the same number of 8-byte copies with memcpy, on this machine, now.
-    std::vector<std::uint64_t> src(slots), dst(slots);
-    auto m0 = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < writes; ++i) {
-        src[i % slots] = i;
-        std::memcpy(&dst[(i * 7) % slots], &src[i % slots], 8);
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::size_t writes = 1'000'000, large = 4096;
+    std::uint32_t batch = 32;
+    std::string backend = "sim:fabric=bench";
+    std::string reorders = "all,none";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        std::string arg = argv[i];
+        if (arg == "--writes") writes = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (arg == "--large") large = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (arg == "--batch") batch = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
+        else if (arg == "--backend") backend = argv[i + 1];
+        else if (arg == "--reorder") reorders = argv[i + 1];
+        else {
+            std::fprintf(stderr,
+                         "usage: weft-bench-sim-writes [--writes N] [--large N] [--batch B] [--backend CONFIG] "
+                         "[--reorder all,none]\n");
+            return 2;
+        }
     }
-    auto m1 = std::chrono::steady_clock::now();
-    volatile std::uint64_t sink = dst[writes % slots];
-    (void)sink;
-    const double msecs = std::chrono::duration<double>(m1 - m0).count();
+    std::vector<std::string> configs;
+    if (backend.find("reorder=") != std::string::npos || reorders.empty()) {
+        configs.push_back(backend);
+    } else {
+        for (std::size_t at = 0; at <= reorders.size();) {
+            const std::size_t comma = std::min(reorders.find(',', at), reorders.size());
+            configs.push_back(backend + (backend.find(':') == std::string::npos ? ":" : ",") + "reorder=" +
+                              reorders.substr(at, comma - at));
+            at = comma + 1;
+        }
+    }
 
-    std::printf("sim_writes: %zu 8-byte writes in batches of %u on %s: %.3f s, %.0f writes/s; %zu wrong slots\n",
-                writes, batch, backend.c_str(), secs, static_cast<double>(writes) / secs, wrong);
-    std::printf("sim_writes: anchor memcpy of 8 bytes: %.0f copies/s (%.1f ns per write vs %.2f ns per copy)\n",
-                static_cast<double>(writes) / msecs, secs * 1e9 / static_cast<double>(writes),
-                msecs * 1e9 / static_cast<double>(writes));
-    return wrong == 0 ? 0 : 1;
+    // Anchors: the same number of 8-byte copies and of 64 KiB copies with memcpy, on this machine, now.
+    constexpr std::size_t large_words = 64 * 1024 / 8;
+    double small_anchor, large_anchor;
+    {
+        const std::size_t slots = 1 << 16;
+        std::vector<std::uint64_t> src(slots), dst(slots);
+        auto m0 = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < writes; ++i) {
+            src[i % slots] = i;
+            std::memcpy(&dst[(i * 7) % slots], &src[i % slots], 8);
+        }
+        small_anchor = seconds_since(m0);
+        volatile std::uint64_t sink = dst[writes % slots];
+        (void)sink;
+        std::vector<std::uint64_t> lsrc(16 * large_words), ldst(16 * large_words);
+        auto l0 = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < large; ++i) {
+            lsrc[(i % 16) * large_words] = i;
+            std::memcpy(&ldst[(i % 16) * large_words], &lsrc[(i % 16) * large_words], large_words * 8);
+        }
+        large_anchor = seconds_since(l0);
+        volatile std::uint64_t lsink = ldst[(large % 16) * large_words];
+        (void)lsink;
+    }
+
+    int status = 0;
+    for (const auto& config : configs) {
+        std::size_t wrong = 0;
+        {
+            Side a = make(config, 1 << 16, 4 * batch), b = make(config, 1 << 16, 4 * batch);
+            a.qp.connect(b.qp.address());
+            b.qp.connect(a.qp.address());
+            const double secs = run(a, b, writes, 1, batch, [](std::size_t i, std::size_t) { return i * 0x9e3779b97f4a7c15ull; }, wrong);
+            if (secs < 0) return 1;
+            std::printf("sim_writes: %zu 8-byte writes in batches of %u on %s: %.3f s, %.0f writes/s; %zu wrong slots\n",
+                        writes, batch, config.c_str(), secs, static_cast<double>(writes) / secs, wrong);
+            std::printf("sim_writes: anchor memcpy of 8 bytes: %.0f copies/s (%.1f ns per write vs %.2f ns per copy)\n",
+                        static_cast<double>(writes) / small_anchor, secs * 1e9 / static_cast<double>(writes),
+                        small_anchor * 1e9 / static_cast<double>(writes));
+            if (wrong) status = 1;
+        }
+        if (large == 0) continue;
+        {
+            // 64 KiB writes: 64 source and target slots (4 MiB per side), batches of 4.
+            const std::uint32_t lbatch = 4;
+            Side a = make(config, 64 * large_words, 4 * lbatch), b = make(config, 64 * large_words, 4 * lbatch);
+            a.qp.connect(b.qp.address());
+            b.qp.connect(a.qp.address());
+            auto fab = weft::sim::Fabric::of(a.dom);
+            const auto v0 = fab.now();
+            const double secs = run(a, b, large, large_words, lbatch,
+                                    [](std::size_t i, std::size_t w) { return (i << 20) ^ w; }, wrong);
+            if (secs < 0) return 1;
+            const double bytes = static_cast<double>(large) * 64 * 1024;
+            const double vsecs = static_cast<double>(fab.now() - v0) * 1e-9;
+            std::printf("sim_writes: %zu 64 KiB writes on %s: %.3f s, %.2f GB/s of wall-clock time "
+                        "(%.2f GB/s of virtual time); %zu wrong slots\n",
+                        large, config.c_str(), secs, bytes / secs * 1e-9, bytes / vsecs * 1e-9, wrong);
+            std::printf("sim_writes: anchor memcpy of 64 KiB: %.2f GB/s\n", bytes / large_anchor * 1e-9);
+            if (wrong) status = 1;
+        }
+    }
+    return status;
 }
