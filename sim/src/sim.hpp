@@ -443,6 +443,7 @@ private:
         std::uint32_t packets = 0;
         std::uint32_t placed = 0;     ///< packets placed so far (in arrival order)
         std::uint32_t gen = 0;        ///< matches the pending place event
+        std::uint32_t from_node = 0;  ///< the requester's node (its packets cross that link)
         std::uint64_t msn = 0;
         std::uint64_t base = 0;       ///< arrival of packet k = base + wire_ns(end of packet k)
         std::uint64_t length = 0;

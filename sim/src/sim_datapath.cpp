@@ -524,6 +524,7 @@ void SimQp::on_deliver(const Event& e) noexcept {
     inbound_.packets = fabric_.packets(w.length);
     inbound_.placed = 0;
     inbound_.base = e.base;
+    inbound_.from_node = e.from_node;
     inbound_.perm_key = inbound_.packets > 1 && fabric_.reorders(reorder_torn) ? (fabric_.rng.next() | 1) : 0;
     ++inbound_.gen;
     if (!place_packet(0)) return;
@@ -543,6 +544,22 @@ void SimQp::schedule_place() noexcept {
 
 void SimQp::on_place(const Event& e) noexcept {
     if (!inbound_.active || e.generation != inbound_.gen) return;
+    const bool lost = (fabric_.rates.drop > 0 && fabric_.rng.chance(fabric_.rates.drop)) ||
+                      ((!fabric_.cuts.empty() || !fabric_.crashed.empty()) &&
+                       !fabric_.link_up(inbound_.from_node, domain_->node(), fabric_.now));
+    if (lost) {
+        // A packet in the middle of the message is lost: what landed stays (the program may see it), the
+        // receive is not consumed, and a sequence NAK makes the requester send the whole message again.
+        ++fabric_.stats.dropped;
+        inbound_.active = false;
+        ++inbound_.gen;
+        if (inbound_.consumes_recv) --rq_consumed_;
+        if (!nak_sent_) {
+            nak_sent_ = true;
+            send_ack(inbound_.requester, expected_msn_, sequence_nak, 0);
+        }
+        return;
+    }
     if (!place_packet(inbound_.placed)) return;
     if (inbound_.placed == inbound_.packets) finish_inbound();
     else schedule_place();

@@ -5,6 +5,7 @@
 #include <vector>
 
 using namespace weft;
+using weft::test::needs;
 using weft::test::next;
 using weft::test::Pair;
 
@@ -103,6 +104,27 @@ BOOST_AUTO_TEST_CASE(unsignaled_slots_free_only_when_a_later_completion_is_polle
     BOOST_TEST(c.id == 4u);
     BOOST_TEST(p.a.qp.post_send({w(5).signaled()}).is_ok());
     BOOST_TEST(next(p.a.cq).id == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(a_fenced_write_is_not_seen_by_an_earlier_read, *needs(Feature::read) * needs(Feature::fence)) {
+    // Without the fence a read may return the data of a later write on the same QP (the simulator does so
+    // on some seeds); with it the write waits until the read has completed.
+    Pair p;
+    for (std::uint8_t round = 0; round < 8; ++round) {
+        const std::uint8_t old_value = static_cast<std::uint8_t>(round * 2 + 1);
+        p.b.fill(0, 512, old_value);
+        p.a.fill(8192, 512, static_cast<std::uint8_t>(old_value + 1));
+        BOOST_REQUIRE(p.a.qp.post_send({read(1, p.a.seg(0, 512), p.b.remote(0, 512)),
+                                        write(2, p.a.seg(8192, 512), p.b.remote(0, 512)).fence()}));
+        auto c1 = next(p.a.cq);
+        auto c2 = next(p.a.cq);
+        BOOST_TEST(c1.id == 1u);
+        BOOST_TEST(c1.status == WcStatus::success);
+        BOOST_TEST(c2.id == 2u);
+        BOOST_TEST(c2.status == WcStatus::success);
+        BOOST_TEST(p.a.holds(0, 512, old_value));
+        BOOST_TEST(p.b.holds(0, 512, static_cast<std::uint8_t>(old_value + 1)));
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

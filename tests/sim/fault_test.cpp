@@ -3,6 +3,8 @@
 // the weft::sim::Fabric control API.
 #include "node.hpp"
 
+#include <algorithm>
+
 using namespace weft;
 using weft::sim::Fabric;
 using weft::sim::test::link;
@@ -123,6 +125,27 @@ BOOST_AUTO_TEST_CASE(a_link_cut_for_less_than_the_retries_recovers) {
     fab.heal(a.dom, b.dom);
     BOOST_REQUIRE(a.qp.post_send({write(2, a.mr.slice(0, 8), b.mr.remote().slice(0, 8))}));
     BOOST_TEST(next(a.cq).ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_message_cut_in_the_middle_leaves_what_landed_and_is_sent_again) {
+    QpOptions o;
+    o.timeout = 8;
+    o.retry_cnt = 3;
+    const std::string cfg = "sim:fabric=midcut,mtu=1024,reorder=none,gbps=8";
+    Node a(cfg, o), b(cfg, o);
+    link(a, b);
+    std::fill_n(a.buf.begin(), 8192, std::byte{0x5c});
+    BOOST_REQUIRE(a.qp.post_send({write(1, a.mr.slice(0, 8192), b.mr.remote().slice(0, 8192))}));
+    auto fab = Fabric::of(a.dom);
+    while (b.buf[0] != std::byte{0x5c}) fab.run_until_idle(1);  // the first packet has landed
+    fab.cut(a.dom, b.dom, std::chrono::microseconds(100));
+    fab.run_for(std::chrono::microseconds(50));
+    BOOST_TEST((b.buf[1023] == std::byte{0x5c}));  // what landed stays
+    BOOST_TEST((b.buf[8191] == std::byte{0}));     // the rest was lost with the link
+    auto c = next(a.cq);                            // the ACK timeout sends it again once the link is back
+    BOOST_TEST(c.ok());
+    BOOST_TEST((std::all_of(b.buf.begin(), b.buf.begin() + 8192, [](std::byte x) { return x == std::byte{0x5c}; })));
+    BOOST_TEST(fab.stats().retransmitted == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(a_crashed_node_gives_its_peers_transport_retry_exceeded) {

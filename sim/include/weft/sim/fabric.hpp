@@ -48,7 +48,7 @@ public:
     struct Faults {
         double drop = 0;       ///< lost; the requester's ACK timeout or a sequence NAK recovers it
         double duplicate = 0;  ///< arrives twice; the responder acknowledges the copy again
-        double delay = 0;      ///< held up by 1..max_delay ns (may overtake nothing: later packets wait)
+        double delay = 0;      ///< held up by 1..max_delay ns; a later packet may overtake it (sequence NAK)
         std::chrono::nanoseconds max_delay{10000};
     };
     /// Counters of what the fault model did.
