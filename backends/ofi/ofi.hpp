@@ -220,7 +220,9 @@ struct Slot {
     std::array<OpKind, 2> kind{OpKind::none, OpKind::none};
     std::uint8_t ops_total = 0;     // provider operations this slot needs (0: completed at post)
     std::uint8_t ops_posted = 0;
-    std::uint8_t ops_left = 0;      // provider operations not yet completed
+    // Provider operations not yet completed: the consumer counts completions down; the producer takes
+    // back the operations it never handed over (a refused second half of a write_with_imm).
+    std::atomic<std::uint8_t> ops_left{0};
     Opcode opcode = Opcode::send;   // opcode the completion reports
     WcStatus status = WcStatus::success;
     bool report = true;             // signaled (receives always)

@@ -92,7 +92,7 @@ void OfiQp::refresh_direct() noexcept {
 void OfiQp::finish_at_post(Slot& s, WcStatus status) noexcept {
     s.status = status;
     s.ops_total = 0;
-    s.ops_left = 0;
+    s.ops_left.store(0, std::memory_order_relaxed);
     s.done.store(true, std::memory_order_release);
 }
 
@@ -212,7 +212,7 @@ bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
             return false;
     }
     s.ops_total = s.kind[1] != OpKind::none ? 2 : 1;
-    s.ops_left = s.ops_total;
+    s.ops_left.store(s.ops_total, std::memory_order_relaxed);
     return true;
 }
 
@@ -239,7 +239,7 @@ bool OfiQp::prepare_recv(Slot& s, const RecvRequest& r, bool flush) noexcept {
         return false;
     }
     s.ops_total = 1;
-    s.ops_left = 1;
+    s.ops_left.store(1, std::memory_order_relaxed);
     return true;
 }
 
@@ -305,29 +305,39 @@ bool OfiQp::post_range(Ring& r) noexcept {
     const std::uint64_t t = r.tail.load(std::memory_order_acquire);
     bool notify = false;
     bool complete = true;
+    // Gives up the operations of `s` not handed over yet; the slot finishes once those in flight do.
+    auto abandon = [&notify](Slot& s, WcStatus status, std::uint32_t vendor_err) {
+        s.status = status;
+        s.vendor_err = vendor_err;
+        auto never = static_cast<std::uint8_t>(s.ops_total - s.ops_posted);
+        s.ops_total = s.ops_posted;
+        if (s.ops_left.fetch_sub(never, std::memory_order_acq_rel) == never) {
+            s.done.store(true, std::memory_order_release);
+            notify = true;
+        }
+    };
     while (p < t) {
         Slot& s = r.at(p);
-        if (s.ops_total > 0 && s.ops_posted == 0 && error_.load(std::memory_order_acquire)) {
-            // Not yet handed over and the QP is in error: it completes flushed without reaching the wire,
-            // unless it precedes the request whose failure put the QP in error.
+        if (s.ops_posted < s.ops_total && error_.load(std::memory_order_acquire)) {
+            // Not (wholly) handed over and the QP is in error: the rest never reaches the wire, unless the
+            // request precedes the one whose failure put the QP in error.
             std::uint64_t origin = r.error_origin.load(std::memory_order_acquire);
             if (origin == no_seq || s.seq >= origin) {
                 bool at_origin = s.seq == origin;
-                s.vendor_err = at_origin ? origin_vendor_err_ : 0;
-                finish_at_post(s, at_origin ? origin_status_.load(std::memory_order_acquire) : WcStatus::flushed);
-                notify = true;
+                abandon(s, at_origin ? origin_status_.load(std::memory_order_acquire) : WcStatus::flushed,
+                        at_origin ? origin_vendor_err_ : 0);
                 ++p;
                 continue;
             }
         }
-        if (s.ops_total == 0 || !ep_) {
-            if (s.ops_total == 0) notify = true;
-            if (!ep_ && s.ops_total > 0) {
-                complete = false;
-                break;
-            }
+        if (s.ops_total == 0) {
+            notify = true;
             ++p;
             continue;
+        }
+        if (!ep_) {
+            complete = false;
+            break;
         }
         int tries = 0;
         while (s.ops_posted < s.ops_total) {
@@ -341,16 +351,8 @@ bool OfiQp::post_range(Ring& r) noexcept {
                 continue;
             }
             if (ret == -FI_EAGAIN) break;
-            // The provider refused the operation: it completes with the reason, and the QP goes to error.
-            s.status = map_error(profile_, static_cast<int>(-ret), 0);
-            s.vendor_err = static_cast<std::uint32_t>(-ret);
-            std::uint8_t never = static_cast<std::uint8_t>(s.ops_total - s.ops_posted);
-            s.ops_total = s.ops_posted;
-            s.ops_left = static_cast<std::uint8_t>(s.ops_left - never);
-            if (s.ops_left == 0) {
-                s.done.store(true, std::memory_order_release);
-                notify = true;
-            }
+            // The provider refused the operation: the request completes with the reason, the QP goes to error.
+            abandon(s, map_error(profile_, static_cast<int>(-ret), 0), static_cast<std::uint32_t>(-ret));
             enter_error(r, s.seq);
             break;
         }
@@ -562,7 +564,7 @@ void OfiCq::absorb(const fi_cq_data_entry& e) noexcept {
             }
         }
     }
-    if (--s.ops_left == 0) slot_finished(s);
+    if (s.ops_left.fetch_sub(1, std::memory_order_acq_rel) == 1) slot_finished(s);
 }
 
 void OfiCq::absorb_error() noexcept {
@@ -596,7 +598,7 @@ void OfiCq::absorb_error() noexcept {
     } else {
         qp.enter_error(r, s.seq, st == WcStatus::flushed ? WcStatus::general : st);
     }
-    if (--s.ops_left == 0) slot_finished(s);
+    if (s.ops_left.fetch_sub(1, std::memory_order_acq_rel) == 1) slot_finished(s);
 }
 
 std::size_t OfiCq::pump() noexcept {

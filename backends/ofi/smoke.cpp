@@ -76,6 +76,7 @@ std::vector<std::byte> get_blob(int fd) {
 }
 
 constexpr int pingpong_rounds = 2000;
+constexpr auto pingpong_budget = std::chrono::seconds(2);  // sockets takes milliseconds per round trip
 
 struct Node {
     weft::Domain dom;
@@ -124,17 +125,18 @@ int responder(const std::string& config, int in, int out) {
     while (::read(in, &done, 1) != 1) {
         for (auto& c : b.cq.cq.poll(wc)) std::cout << "[responder] unexpected " << c << '\n';
     }
-    // Ping-pong: answer every 64-byte message with one, as fi_pingpong does.
+    // Ping-pong: answer every 64-byte message with one, as fi_pingpong does, until one says stop.
     (void)b.qp.post_recv({weft::recv(300, b.mr.slice(60000, 64))});
     int sends_out = 0;
-    for (int i = 0; i < pingpong_rounds; ++i) {
+    for (bool stop = false; !stop;) {
         for (;;) {
             weft::Completion got = b.next();
             if (!got.ok()) return 4;
             if (got.is_recv()) break;
             --sends_out;
         }
-        (void)b.qp.post_recv({weft::recv(300, b.mr.slice(60000, 64))});
+        stop = b.buf[60000] != std::byte{0};
+        if (!stop) (void)b.qp.post_recv({weft::recv(300, b.mr.slice(60000, 64))});
         (void)b.qp.post_send({weft::send(301, b.mr.slice(60100, 64))});
         ++sends_out;
     }
@@ -189,7 +191,10 @@ int requester(const std::string& config, int in, int out) {
     char done = 1;
     if (::write(out, &done, 1) != 1) throw std::runtime_error("pipe write");
     auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < pingpong_rounds; ++i) {
+    int rounds = 0;
+    for (bool stop = false; !stop; ++rounds) {
+        stop = rounds + 1 == pingpong_rounds || std::chrono::steady_clock::now() - t0 > pingpong_budget;
+        a.buf[60100] = stop ? std::byte{1} : std::byte{0};
         (void)a.qp.post_recv({weft::recv(400, a.mr.slice(60000, 64))});
         (void)a.qp.post_send({weft::send(401, a.mr.slice(60100, 64))});
         for (int want = 2; want > 0; --want) {
@@ -197,8 +202,8 @@ int requester(const std::string& config, int in, int out) {
         }
     }
     auto t1 = std::chrono::steady_clock::now();
-    std::cout << "[requester] ping-pong 64 B x " << pingpong_rounds << ": "
-              << std::chrono::duration<double, std::micro>(t1 - t0).count() / pingpong_rounds / 2
+    std::cout << "[requester] ping-pong 64 B x " << rounds << ": "
+              << std::chrono::duration<double, std::micro>(t1 - t0).count() / rounds / 2
               << " us one-way (fi_pingpong's usec/xfer)\n";
     return failures == 0 ? 0 : 1;
 }
@@ -318,10 +323,10 @@ int main(int argc, char** argv) try {
     }
 
     // A short ping-pong for a feel of the latency through weft.
-    constexpr int rounds = 2000;
+    int rounds = 0;
     weft::Completion wc[4];
     auto p0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < rounds; ++i) {
+    for (; rounds < pingpong_rounds && std::chrono::steady_clock::now() - p0 < pingpong_budget; ++rounds) {
         (void)qb.post_recv({weft::recv(200, mb.slice(0, 64))});
         (void)qa.post_recv({weft::recv(201, ma.slice(0, 64))});
         (void)qa.post_send({weft::send(7, ma.slice(0, 8))});
