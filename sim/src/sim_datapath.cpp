@@ -1,6 +1,7 @@
-// Simulated queue pairs, data path: posting, transmission, execution at the responder, acknowledgements,
-// RNR and timeout retries, in-order completion and error flushing. Everything here runs with the fabric
-// lock held, allocates nothing and throws nothing.
+// Simulated queue pairs, data path: posting, transmission, packet-by-packet placement at the responder
+// (torn when the seed says so), deferred reads and atomics, acknowledgements, sequence and RNR NAKs,
+// timeout retries, in-order completion and error flushing. Everything here runs with the fabric lock held
+// and throws nothing; nothing allocates except a misuse report (a program error, off the normal path).
 #include "sim.hpp"
 
 #include <algorithm>

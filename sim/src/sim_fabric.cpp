@@ -1,4 +1,6 @@
-// The simulated fabric: the event heap, the QP table, the per-name registry, and the public Fabric API.
+// The simulated fabric: the event heap, the QP table, the per-name registry, the fault model (lost,
+// duplicated, delayed packets; cut links, crashed and stalled nodes), misuse reports, and the public Fabric
+// API.
 #include "sim.hpp"
 
 #include <weft/error.hpp>

@@ -120,6 +120,37 @@ BOOST_AUTO_TEST_CASE(joining_a_fabric_with_other_parameters_is_an_error) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(fidelity_keys_are_validated_with_what_is_accepted) {
+    auto message = [](const std::string& config) -> std::string {
+        try {
+            auto d = open(config);
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "no error";
+    };
+    BOOST_TEST(message("sim:fabric=keys1,mtu=300").find("4096") != std::string::npos);
+    const auto reorder = message("sim:fabric=keys2,reorder=torn|sideways");
+    BOOST_TEST(reorder.find("\"sideways\" is not a behaviour") != std::string::npos);
+    BOOST_TEST(reorder.find("read_after_write") != std::string::npos);
+    BOOST_TEST(message("sim:fabric=keys3,drop=1.5").find("drop") != std::string::npos);
+    BOOST_TEST(message("sim:fabric=keys4,strict=maybe").find("strict") != std::string::npos);
+    BOOST_TEST(message("sim:fabric=keys5,mtu=256,reorder=torn|jitter,profile=rxe,strict=1,check_sources=0,drop=0.1,"
+                       "duplicate=0.1,delay=0.1,delay_ns=5") == "no error");
+}
+
+BOOST_AUTO_TEST_CASE(joining_a_fabric_with_another_mtu_or_reorder_is_an_error) {
+    auto a = open("sim:fabric=join,mtu=1024,reorder=none");
+    BOOST_CHECK_THROW(open("sim:fabric=join,mtu=2048,reorder=none"), Error);
+    try {
+        auto b = open("sim:fabric=join,mtu=1024");
+        BOOST_FAIL("expected a weft::Error");
+    } catch (const Error& e) {
+        BOOST_TEST(std::string(e.what()).find("reorder=none") != std::string::npos);
+    }
+    BOOST_CHECK_NO_THROW(open("sim:fabric=join,reorder=none,mtu=1024"));
+}
+
 BOOST_AUTO_TEST_CASE(run_until_idle_drains_and_run_for_advances_the_clock) {
     Node a("sim:fabric=idle"), b("sim:fabric=idle");
     link(a, b);

@@ -2,14 +2,16 @@
 //
 // Every Domain opened with the same `fabric=NAME` shares one simulated fabric: its nodes, queue pairs and
 // virtual clock. Progress normally happens inside CompletionQueue::poll/wait; this API lets a test drive
-// it explicitly and look at the clock.
+// it explicitly, look at the clock, inject faults and read the misuse reports (docs/simulator.md).
 //
-//   auto a = weft::open("sim:fabric=t1,seed=7");
-//   auto b = weft::open("sim:fabric=t1,seed=7");          // a second node on the same fabric
+//   auto a = weft::open("sim:fabric=t1,seed=7,mtu=1024");
+//   auto b = weft::open("sim:fabric=t1,seed=7,mtu=1024");  // a second node on the same fabric
 //   ...post work...
 //   auto fab = weft::sim::Fabric::of(a);
 //   fab.run_until_idle();                                  // deliver everything in flight
 //   std::cout << fab.now() << " ns of virtual time\n";
+//   fab.cut(a, b, std::chrono::milliseconds(5));           // lose every packet between them for 5 ms
+//   for (const auto& m : fab.misuse()) std::cerr << m << '\n';   // e.g. memory released while in use
 #pragma once
 
 #include <chrono>
