@@ -172,11 +172,18 @@ BOOST_AUTO_TEST_CASE(receive_too_small_is_length_error_at_responder_and_invalid_
     auto rc2 = next(p.b.cq);  // the responder is in error: its other receive is flushed
     BOOST_TEST(rc2.id == 6u);
     BOOST_TEST(rc2.status == WcStatus::flushed);
+    // libfabric's host providers cannot tell the sender: tcp drops the connection, the others report
+    // success (docs/backends/ofi.md).
+    const WcStatus want = weft::test::expected(WcStatus::remote_invalid_request,
+                                               {{"rxe", WcStatus::remote_operation},
+                                                {"ofi-tcp", WcStatus::transport_retry_exceeded},
+                                                {"ofi-tcp-rxm", WcStatus::success},
+                                                {"ofi-shm", WcStatus::success},
+                                                {"ofi-sockets", WcStatus::success}});
     auto sc = next(p.a.cq);
     BOOST_TEST(sc.id == 1u);
-    BOOST_TEST(sc.status ==
-               weft::test::expected(WcStatus::remote_invalid_request, {{"rxe", WcStatus::remote_operation}}));
-    BOOST_TEST(p.a.qp.state() == QpState::error);
+    BOOST_TEST(sc.status == want);
+    BOOST_TEST(p.a.qp.state() == (want == WcStatus::success ? QpState::rts : QpState::error));
     BOOST_TEST(p.b.qp.state() == QpState::error);
 }
 
