@@ -58,6 +58,7 @@ struct Params {
     double duplicate = 0;              ///< probability a packet arrives twice
     double delay = 0;                  ///< probability a packet is held up by up to delay_ns
     std::uint64_t delay_ns = 10000;
+    std::string trace_path;            ///< write the trace here when the fabric closes (empty: no trace)
     friend bool operator==(const Params&, const Params&) = default;
 };
 
@@ -80,6 +81,23 @@ struct Event {
     std::uint32_t generation = 0;  ///< for timers: the arm count it belongs to
     std::uint32_t from_node = 0;   ///< deliver, ack: the node that sent the packet
     EventKind kind = EventKind::deliver;
+    WcStatus status = WcStatus::success;
+};
+
+enum class TraceKind : std::uint8_t { transmit, place, ack, completion, lost, deferred };
+
+/// One trace record: fixed size, stored in a vector reserved when tracing starts (no allocation after).
+struct TraceRecord {
+    std::uint64_t time = 0;
+    std::uint64_t end = 0;     ///< transmit, ack: when the last packet arrives
+    std::uint64_t msn = 0;
+    std::uint64_t id = 0;      ///< completion: the request id; place: the byte offset
+    std::uint32_t node = 0;
+    std::uint32_t qpn = 0;
+    std::uint32_t peer = 0;    ///< transmit, ack: the destination QP; place: the packet index
+    std::uint32_t bytes = 0;
+    TraceKind kind = TraceKind::transmit;
+    Opcode opcode = Opcode::send;
     WcStatus status = WcStatus::success;
 };
 
@@ -173,6 +191,18 @@ public:
     unsigned fail_registrations = 0;
     unsigned fail_qp_creations = 0;
     Fabric::Stats stats{};
+
+    bool tracing = false;
+    std::vector<TraceRecord> trace;
+    std::size_t trace_capacity = 0;
+    std::uint64_t trace_overflow = 0;  ///< records not kept because the trace was full
+    void record(const TraceRecord& r) noexcept {
+        if (trace.size() < trace_capacity) trace.push_back(r);  // capacity reserved: never allocates
+        else ++trace_overflow;
+    }
+    void start_trace(std::size_t capacity);
+    std::string trace_json() const;
+    ~FabricState();
 
     /// Records a misuse of the API: logged, printed to stderr, and fatal in strict mode. Fabric lock held.
     void report_misuse(std::string what);
@@ -383,6 +413,7 @@ private:
     bool place_packet(std::uint32_t k) noexcept;
     /// Places whatever of the inbound message is left and completes it.
     void finish_inbound() noexcept;
+    void trace_place(std::uint32_t packet, std::uint64_t offset, std::uint64_t n) noexcept;
     void schedule_place() noexcept;
     /// Responder side: checks read/atomic `msn` of `q`; success when it may execute.
     WcStatus check_response(SimQp& q, std::uint64_t msn) noexcept;

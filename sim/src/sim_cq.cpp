@@ -44,6 +44,19 @@ void SimCq::push(const CqEntry& e) noexcept {
     }
     ring_[(head_ + count_) % ring_.size()] = e;
     ++count_;
+    FabricState& f = *domain_->fabric();
+    if (f.tracing) {
+        TraceRecord r;
+        r.kind = TraceKind::completion;
+        r.time = f.now;
+        r.id = e.wc.id;
+        r.node = domain_->node();
+        r.qpn = e.wc.qp_num;
+        r.bytes = e.wc.byte_len;
+        r.opcode = e.wc.opcode;
+        r.status = e.wc.status;
+        f.record(r);
+    }
 }
 
 std::size_t SimCq::poll(std::span<Completion> out) noexcept {

@@ -241,6 +241,19 @@ void SimQp::transmit_pending() noexcept {
         ev.msn = i;
         if (i < tx_high_) ++fabric_.stats.retransmitted;
         else tx_high_ = i + 1;
+        if (fabric_.tracing) {
+            TraceRecord r;
+            r.kind = TraceKind::transmit;
+            r.time = start;
+            r.end = ev.base + fabric_.wire_ns(bytes);
+            r.msn = i;
+            r.node = domain_->node();
+            r.qpn = qp_num;
+            r.peer = remote_qpn_;
+            r.bytes = static_cast<std::uint32_t>(bytes);
+            r.opcode = e.opcode;
+            fabric_.record(r);
+        }
         fabric_.send_packet(ev, domain_->node());
         ++sq_next_tx_;
     }
@@ -652,6 +665,7 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
             return false;
         }
         copy_range(src, dst, offset, n);
+        trace_place(p, offset, n);
         return true;
     }
     if (!check_remote(w.rkey, w.remote_addr + offset, n, Access::remote_write)) {
@@ -665,7 +679,22 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
     }
     const LocalSegment dst = contiguous(w.remote_addr, w.length);
     copy_range(src, {&dst, 1}, offset, n);
+    trace_place(p, offset, n);
     return true;
+}
+
+void SimQp::trace_place(std::uint32_t packet, std::uint64_t offset, std::uint64_t n) noexcept {
+    if (!fabric_.tracing) return;
+    TraceRecord r;
+    r.kind = TraceKind::place;
+    r.time = fabric_.now;
+    r.msn = inbound_.msn;
+    r.id = offset;
+    r.node = domain_->node();
+    r.qpn = qp_num;
+    r.peer = packet;
+    r.bytes = static_cast<std::uint32_t>(n);
+    fabric_.record(r);
 }
 
 void SimQp::finish_inbound() noexcept {
@@ -698,6 +727,19 @@ void SimQp::send_ack(std::uint32_t requester, std::uint64_t msn, WcStatus status
     ev.msn = msn;
     ev.status = status;
     ev.generation = options_.min_rnr_timer;  // an RNR NAK carries the responder's timer
+    if (fabric_.tracing) {
+        TraceRecord r;
+        r.kind = TraceKind::ack;
+        r.time = start;
+        r.end = ev.time;
+        r.msn = msn;
+        r.node = domain_->node();
+        r.qpn = qp_num;
+        r.peer = requester;
+        r.bytes = static_cast<std::uint32_t>(response_bytes);
+        r.status = status;
+        fabric_.record(r);
+    }
     fabric_.send_packet(ev, domain_->node());
 }
 
@@ -768,7 +810,19 @@ void SimQp::execute_response(SimQp& q, std::uint64_t msn) noexcept {
 void SimQp::run_deferred() noexcept {
     deferred_.active = false;
     ++deferred_.gen;
-    if (SimQp* q = fabric_.find_qp(deferred_.requester)) execute_response(*q, deferred_.msn);
+    SimQp* q = fabric_.find_qp(deferred_.requester);
+    if (!q) return;
+    if (fabric_.tracing) {
+        TraceRecord r;
+        r.kind = TraceKind::deferred;
+        r.time = fabric_.now;
+        r.msn = deferred_.msn;
+        r.node = domain_->node();
+        r.qpn = qp_num;
+        r.opcode = q->sq_at(deferred_.msn).opcode;
+        fabric_.record(r);
+    }
+    execute_response(*q, deferred_.msn);
 }
 
 void SimQp::on_deferred(const Event& e) noexcept {

@@ -9,7 +9,7 @@ namespace weft::sim {
 namespace detail {
 namespace {
 
-constexpr std::array<KeySpec, 13> sim_keys{{
+constexpr std::array<KeySpec, 14> sim_keys{{
     {"seed", "RNG seed for every choice the semantics allow; integer, default 1"},
     {"fabric", "domains opened with the same name share one simulated fabric; default \"default\""},
     {"latency_ns", "one-way latency of a message in virtual nanoseconds; 0..10000000000, default 1000"},
@@ -23,6 +23,7 @@ constexpr std::array<KeySpec, 13> sim_keys{{
     {"duplicate", "probability that a packet arrives twice; 0..1, default 0"},
     {"delay", "probability that a packet is held up by up to delay_ns; 0..1, default 0"},
     {"delay_ns", "the longest extra delay of a held-up packet, virtual ns; 1..10000000000, default 10000"},
+    {"trace", "file to write a Chrome/Perfetto JSON trace of the fabric to when it closes; default none"},
 }};
 
 std::uint32_t parse_reorder(const Config& cfg) {
@@ -66,6 +67,7 @@ Params parse_params(const Config& cfg) {
     p.duplicate = cfg.get_double("duplicate", 0, 0, 1);
     p.delay = cfg.get_double("delay", 0, 0, 1);
     p.delay_ns = cfg.get_uint("delay_ns", 10000, 1, 10'000'000'000ull);
+    p.trace_path = cfg.get_string("trace", "");
     return p;
 }
 

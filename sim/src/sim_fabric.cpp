@@ -44,7 +44,8 @@ std::string describe(const Params& p) {
            ",profile=" + (p.profile == Profile::rxe ? "rxe" : "spec") + ",strict=" + (p.strict ? "1" : "0") +
            ",check_sources=" + (p.check_sources ? "1" : "0") +
            ",drop=" + std::to_string(p.drop) + ",duplicate=" + std::to_string(p.duplicate) +
-           ",delay=" + std::to_string(p.delay) + ",delay_ns=" + std::to_string(p.delay_ns);
+           ",delay=" + std::to_string(p.delay) + ",delay_ns=" + std::to_string(p.delay_ns) +
+           (p.trace_path.empty() ? "" : ",trace=" + p.trace_path);
 }
 
 }  // namespace
@@ -56,6 +57,7 @@ FabricState::FabricState(Params p, std::uint64_t fabric_id)
     rates.duplicate = params.duplicate;
     rates.delay = params.delay;
     rates.delay_ns = params.delay_ns;
+    if (!params.trace_path.empty()) start_trace(1u << 20);
 }
 
 void FabricState::send_packet(Event e, std::uint32_t from) noexcept {
@@ -63,6 +65,16 @@ void FabricState::send_packet(Event e, std::uint32_t from) noexcept {
     if (rates.any()) {
         if (rng.chance(rates.drop)) {
             ++stats.dropped;
+            if (tracing) {
+                TraceRecord r;
+                r.kind = TraceKind::lost;
+                r.time = now;
+                r.node = from;
+                r.qpn = e.peer;
+                r.peer = e.qpn;
+                r.msn = e.msn;
+                record(r);
+            }
             return;
         }
         if (rng.chance(rates.delay)) {
@@ -77,6 +89,93 @@ void FabricState::send_packet(Event e, std::uint32_t from) noexcept {
         }
     }
     schedule(e);
+}
+
+FabricState::~FabricState() {
+    if (params.trace_path.empty()) return;
+    if (std::FILE* f = std::fopen(params.trace_path.c_str(), "w")) {
+        const std::string json = trace_json();
+        std::fwrite(json.data(), 1, json.size(), f);
+        std::fclose(f);
+    } else {
+        std::fprintf(stderr, "weft sim: cannot write the trace of fabric '%s' to %s\n", params.name.c_str(),
+                     params.trace_path.c_str());
+    }
+}
+
+void FabricState::start_trace(std::size_t capacity) {
+    trace.clear();
+    trace.reserve(capacity);
+    trace_capacity = capacity;
+    trace_overflow = 0;
+    tracing = capacity > 0;
+}
+
+std::string FabricState::trace_json() const {
+    std::string out = "{\"traceEvents\":[\n";
+    char buf[512];
+    std::vector<std::uint32_t> nodes;
+    auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    bool first = true;
+    auto add = [&](int n) {
+        if (n <= 0) return;
+        if (!first) out += ",\n";
+        first = false;
+        out.append(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
+    };
+    for (const TraceRecord& r : trace) {
+        if (std::find(nodes.begin(), nodes.end(), r.node) == nodes.end()) nodes.push_back(r.node);
+        const std::string op(to_string(r.opcode));
+        const std::string st(to_string(r.status));
+        switch (r.kind) {
+            case TraceKind::transmit:
+                add(std::snprintf(buf, sizeof buf,
+                                  R"j({"name":"%s msn=%llu","cat":"request","ph":"X","ts":%.3f,"dur":%.3f,"pid":%u,"tid":%u,"args":{"bytes":%u,"to_qp":%u}})j",
+                                  op.c_str(), static_cast<unsigned long long>(r.msn), us(r.time), us(r.end - r.time),
+                                  r.node, r.qpn, r.bytes, r.peer));
+                break;
+            case TraceKind::place:
+                add(std::snprintf(buf, sizeof buf,
+                                  R"j({"name":"place msn=%llu packet=%u","cat":"placement","ph":"i","s":"t","ts":%.3f,"pid":%u,"tid":%u,"args":{"offset":%llu,"bytes":%u}})j",
+                                  static_cast<unsigned long long>(r.msn), r.peer, us(r.time), r.node, r.qpn,
+                                  static_cast<unsigned long long>(r.id), r.bytes));
+                break;
+            case TraceKind::ack:
+                add(std::snprintf(buf, sizeof buf,
+                                  R"j({"name":"%s msn=%llu","cat":"response","ph":"X","ts":%.3f,"dur":%.3f,"pid":%u,"tid":%u,"args":{"bytes":%u,"to_qp":%u}})j",
+                                  r.status == WcStatus::success ? "ack"
+                                  : r.status == WcStatus::invalid_eecn ? "sequence nak"   // the NAK markers of
+                                  : r.status == WcStatus::rnr_retry_exceeded ? "rnr nak"  // sim_datapath.cpp
+                                                                              : ("nak " + st).c_str(),
+                                  static_cast<unsigned long long>(r.msn),
+                                  us(r.time), us(r.end - r.time), r.node, r.qpn, r.bytes, r.peer));
+                break;
+            case TraceKind::completion:
+                add(std::snprintf(buf, sizeof buf,
+                                  R"j({"name":"cqe id=%llu %s","cat":"completion","ph":"i","s":"t","ts":%.3f,"pid":%u,"tid":%u,"args":{"opcode":"%s","byte_len":%u}})j",
+                                  static_cast<unsigned long long>(r.id), st.c_str(), us(r.time), r.node, r.qpn,
+                                  op.c_str(), r.bytes));
+                break;
+            case TraceKind::lost:
+                add(std::snprintf(buf, sizeof buf,
+                                  R"j({"name":"lost msn=%llu","cat":"fault","ph":"i","s":"t","ts":%.3f,"pid":%u,"tid":%u,"args":{"to_qp":%u}})j",
+                                  static_cast<unsigned long long>(r.msn), us(r.time), r.node, r.qpn, r.peer));
+                break;
+            case TraceKind::deferred:
+                add(std::snprintf(buf, sizeof buf,
+                                  R"j({"name":"%s msn=%llu executes (deferred)","cat":"reorder","ph":"i","s":"t","ts":%.3f,"pid":%u,"tid":%u})j",
+                                  op.c_str(), static_cast<unsigned long long>(r.msn), us(r.time), r.node, r.qpn));
+                break;
+        }
+    }
+    std::sort(nodes.begin(), nodes.end());
+    for (std::uint32_t n : nodes) {
+        add(std::snprintf(buf, sizeof buf, R"j({"name":"process_name","ph":"M","pid":%u,"args":{"name":"%s node %u"}})j",
+                          n, params.name.c_str(), n));
+    }
+    out += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"fabric\":\"" + params.name + "\",\"seed\":" +
+           std::to_string(params.seed) + ",\"records_not_kept\":" + std::to_string(trace_overflow) + "}}\n";
+    return out;
 }
 
 bool FabricState::link_up(std::uint32_t a, std::uint32_t b, std::uint64_t t) const noexcept {
@@ -344,6 +443,21 @@ void Fabric::fail_next_qp_creation(unsigned count) {
 Fabric::Stats Fabric::stats() const {
     std::lock_guard lock(state_->mu);
     return state_->stats;
+}
+
+void Fabric::start_trace(std::size_t max_records) {
+    std::lock_guard lock(state_->mu);
+    state_->start_trace(max_records);
+}
+
+void Fabric::stop_trace() {
+    std::lock_guard lock(state_->mu);
+    state_->tracing = false;
+}
+
+std::string Fabric::trace_json() const {
+    std::lock_guard lock(state_->mu);
+    return state_->trace_json();
 }
 
 std::vector<std::string> Fabric::misuse() const {

@@ -41,6 +41,7 @@ class FabricState;
 ///   check_sources=0  do not digest send/write sources to catch buffers changed in flight (default 1)
 ///   drop=P, duplicate=P, delay=P  probabilities that a packet is lost, arrives twice, or is held up by up to
 ///                 delay_ns (default 10000); RC retransmission hides them from the program
+///   trace=PATH    record a trace from the start and write it to PATH as Perfetto JSON at the end
 class Fabric {
 public:
     /// A duration meaning "until healed" (cut) or "for good" (stall).
@@ -97,6 +98,19 @@ public:
     void fail_next_registration(unsigned count = 1);
     void fail_next_qp_creation(unsigned count = 1);
     Stats stats() const;
+
+    // ---- trace
+
+    /// Starts recording (again, from empty) up to `max_records` records: every request transmission, packet
+    /// placement, acknowledgement or NAK, completion, lost packet and deferred read. The storage is reserved
+    /// here; recording never allocates, and stops counting records once full. Same program and seed give
+    /// the same trace. The key `trace=PATH` starts one at fabric creation and writes it to PATH when the
+    /// last domain of the fabric closes.
+    void start_trace(std::size_t max_records = std::size_t{1} << 20);
+    void stop_trace();
+    /// The trace as Chrome/Perfetto trace-event JSON (ui.perfetto.dev or chrome://tracing): one process
+    /// per node, one thread per QP, times in virtual microseconds.
+    std::string trace_json() const;
 
     /// Misuses of the API seen so far, oldest first, one sentence each (each is also printed to stderr as it
     /// happens; with `strict=1` the first one aborts the process). Recorded: a memory region deregistered
