@@ -365,7 +365,7 @@ public:
     void on_timeout(const Event& e) noexcept;
     void on_place(const Event& e) noexcept;
     /// A timer or follow-up event that was cancelled; it is dropped without advancing the clock.
-    bool is_stale(const Event& e) const noexcept;
+    bool drop_if_stale(const Event& e) noexcept;
     void on_deferred(const Event& e) noexcept;
     /// Moves the QP to error because its CQ overran.
     void on_cq_error() noexcept { enter_error(); }
@@ -461,6 +461,8 @@ private:
     std::uint32_t rnr_gen_ = 0;
     std::uint64_t last_progress_ = 0;
     bool timer_armed_ = false;
+    bool timer_pending_ = false;      ///< a timeout event of generation timer_gen_ is in the heap
+    std::uint64_t timer_due_ = 0;     ///< its time
     std::uint32_t timer_gen_ = 0;
 
     // responder state

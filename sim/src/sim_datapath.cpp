@@ -264,11 +264,17 @@ void SimQp::arm_timer() noexcept {
     const std::uint64_t tmo = ack_timeout_ns(options_.timeout);
     if (timer_armed_ || tmo == 0 || sq_next_tx_ <= sq_completed_) return;
     timer_armed_ = true;
+    const std::uint64_t due = std::max(fabric_.now, last_progress_ + tmo);
+    // One timer event per QP at most: an earlier one still pending fires first and re-arms for the rest,
+    // so re-arming per acknowledgement adds nothing to the event heap.
+    if (timer_pending_ && timer_due_ <= due) return;
     Event ev;
     ev.kind = EventKind::timeout;
-    ev.time = std::max(fabric_.now, last_progress_ + tmo);
+    ev.time = due;
     ev.qpn = qp_num;
     ev.generation = ++timer_gen_;
+    timer_pending_ = true;
+    timer_due_ = due;
     fabric_.schedule(ev);
 }
 
@@ -339,6 +345,8 @@ void SimQp::on_rnr_retry(const Event& e) noexcept {
 
 void SimQp::on_timeout(const Event& e) noexcept {
     if (e.generation != timer_gen_) return;
+    timer_pending_ = false;
+    if (!timer_armed_) return;
     timer_armed_ = false;
     if (state_ != QpState::rts || sq_next_tx_ <= sq_completed_) return;
     const std::uint64_t tmo = ack_timeout_ns(options_.timeout);
@@ -374,9 +382,9 @@ void SimQp::complete_in_order() noexcept {
     }
     sq_next_tx_ = std::max(sq_next_tx_, sq_completed_);
     if (timer_armed_ && sq_next_tx_ == sq_completed_) {
-        // Nothing on the wire: cancel the ACK timer (its event is skipped without advancing the clock).
+        // Nothing on the wire: disarm the ACK timer (its pending event is skipped without advancing the
+        // clock, unless the timer is armed again by then).
         timer_armed_ = false;
-        ++timer_gen_;
     }
 }
 
@@ -397,9 +405,15 @@ void SimQp::report_source_changed(std::uint64_t i) {
                           "(keep it unchanged until the request completes, or post it inline)");
 }
 
-bool SimQp::is_stale(const Event& e) const noexcept {
+bool SimQp::drop_if_stale(const Event& e) noexcept {
     switch (e.kind) {
-        case EventKind::timeout: return e.generation != timer_gen_;
+        case EventKind::timeout:
+            if (e.generation != timer_gen_) return true;
+            if (!timer_armed_) {
+                timer_pending_ = false;
+                return true;
+            }
+            return false;
         case EventKind::rnr_retry: return !rnr_wait_ || e.generation != rnr_gen_;
         case EventKind::place: return !inbound_.active || e.generation != inbound_.gen;
         case EventKind::deferred: return !deferred_.active || e.generation != deferred_.gen;
@@ -415,6 +429,7 @@ void SimQp::enter_error() noexcept {
     rnr_wait_ = false;
     ++timer_gen_;
     timer_armed_ = false;
+    timer_pending_ = false;
     inbound_.active = false;
     ++inbound_.gen;
     if (domain_->profile() == Profile::rxe) {

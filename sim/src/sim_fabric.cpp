@@ -220,7 +220,7 @@ bool FabricState::step() {
     Event e = events_.back();
     events_.pop_back();
     SimQp* qp = find_qp(e.qpn);
-    if (!qp || qp->is_stale(e)) return true;  // a destroyed QP's packets and timers, a cancelled timer: no time passes
+    if (!qp || qp->drop_if_stale(e)) return true;  // a destroyed QP's packets and timers, a cancelled timer: no time passes
     const std::uint32_t node = qp->domain().node();
     if (node < crashed.size() && crashed[node]) return true;  // a crashed node does nothing
     if (e.kind == EventKind::deliver || e.kind == EventKind::ack) {
