@@ -12,6 +12,9 @@ std::atomic<bool> counting{false};
 std::atomic<std::size_t> allocations{0};
 }  // namespace
 
+// The replacements pair malloc with free on purpose; GCC cannot see that both halves are replaced together.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t n) {
     if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
     if (void* p = std::malloc(n ? n : 1)) return p;
@@ -19,6 +22,7 @@ void* operator new(std::size_t n) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 using namespace weft;
 using weft::sim::Fabric;
