@@ -202,6 +202,7 @@ public:
     }
     void start_trace(std::size_t capacity);
     std::string trace_json() const;
+    std::string trace_text() const;
     ~FabricState();
 
     /// Records a misuse of the API: logged, printed to stderr, and fatal in strict mode. Fabric lock held.

@@ -178,6 +178,59 @@ std::string FabricState::trace_json() const {
     return out;
 }
 
+std::string FabricState::trace_text() const {
+    std::string out;
+    char buf[256];
+    for (const TraceRecord& r : trace) {
+        const auto op = to_string(r.opcode);
+        const auto st = to_string(r.status);
+        int n = std::snprintf(buf, sizeof buf, "%12.3f us  node %u qp %u  ", static_cast<double>(r.time) / 1000.0,
+                              r.node, r.qpn);
+        out.append(buf, static_cast<std::size_t>(n));
+        switch (r.kind) {
+            case TraceKind::transmit:
+                n = std::snprintf(buf, sizeof buf, "transmit %.*s msn=%llu bytes=%u -> qp %u", int(op.size()), op.data(),
+                                  static_cast<unsigned long long>(r.msn), r.bytes, r.peer);
+                break;
+            case TraceKind::place:
+                n = std::snprintf(buf, sizeof buf, "place msn=%llu packet=%u offset=%llu bytes=%u",
+                                  static_cast<unsigned long long>(r.msn), r.peer, static_cast<unsigned long long>(r.id),
+                                  r.bytes);
+                break;
+            case TraceKind::ack:
+                n = std::snprintf(buf, sizeof buf, "%s msn=%llu bytes=%u -> qp %u",
+                                  r.status == WcStatus::success              ? "ack"
+                                  : r.status == WcStatus::invalid_eecn       ? "sequence-nak"
+                                  : r.status == WcStatus::rnr_retry_exceeded ? "rnr-nak"
+                                                                             : "nak",
+                                  static_cast<unsigned long long>(r.msn), r.bytes, r.peer);
+                break;
+            case TraceKind::completion:
+                n = std::snprintf(buf, sizeof buf, "completion id=%llu %.*s %.*s byte_len=%u",
+                                  static_cast<unsigned long long>(r.id), int(st.size()), st.data(), int(op.size()),
+                                  op.data(), r.bytes);
+                break;
+            case TraceKind::lost:
+                n = std::snprintf(buf, sizeof buf, "lost msn=%llu -> qp %u", static_cast<unsigned long long>(r.msn),
+                                  r.peer);
+                break;
+            case TraceKind::deferred:
+                n = std::snprintf(buf, sizeof buf, "deferred %.*s msn=%llu executes", int(op.size()), op.data(),
+                                  static_cast<unsigned long long>(r.msn));
+                break;
+        }
+        out.append(buf, static_cast<std::size_t>(std::max(n, 0)));
+        if (r.kind == TraceKind::ack && r.status != WcStatus::success && r.status != WcStatus::invalid_eecn &&
+            r.status != WcStatus::rnr_retry_exceeded) {
+            out += ' ';
+            out += st;
+        }
+        out += '\n';
+    }
+    if (trace_overflow) out += "(" + std::to_string(trace_overflow) + " records not kept: the trace was full)\n";
+    return out;
+}
+
 bool FabricState::link_up(std::uint32_t a, std::uint32_t b, std::uint64_t t) const noexcept {
     if ((a < crashed.size() && crashed[a]) || (b < crashed.size() && crashed[b])) return false;
     for (const Cut& c : cuts) {
@@ -458,6 +511,11 @@ void Fabric::stop_trace() {
 std::string Fabric::trace_json() const {
     std::lock_guard lock(state_->mu);
     return state_->trace_json();
+}
+
+std::string Fabric::trace_text() const {
+    std::lock_guard lock(state_->mu);
+    return state_->trace_text();
 }
 
 std::vector<std::string> Fabric::misuse() const {

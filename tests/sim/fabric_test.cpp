@@ -154,7 +154,7 @@ BOOST_AUTO_TEST_CASE(joining_a_fabric_with_another_mtu_or_reorder_is_an_error) {
 
 namespace {
 
-std::string traced_run(const std::string& config, std::size_t capacity) {
+std::string traced_run(const std::string& config, std::size_t capacity, bool text = false) {
     Node a(config), b(config);
     link(a, b);
     auto fab = Fabric::of(a.dom);
@@ -164,7 +164,7 @@ std::string traced_run(const std::string& config, std::size_t capacity) {
                                   read(2, a.mr.slice(0, 64), b.mr.remote().slice(4096, 64)),
                                   send(3, a.mr.slice(0, 64))}));
     fab.run_until_idle();
-    return fab.trace_json();
+    return text ? fab.trace_text() : fab.trace_json();
 }
 
 }  // namespace
@@ -183,6 +183,27 @@ BOOST_AUTO_TEST_CASE(the_trace_is_perfetto_json_and_the_same_for_the_same_seed) 
     // A full trace keeps what fits and counts the rest.
     const auto small = traced_run("sim:fabric=trace,seed=5,mtu=1024", 3);
     BOOST_TEST(small.find("\"records_not_kept\":0") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_text_trace_has_a_line_per_record_in_time_order) {
+    const auto text = traced_run("sim:fabric=tracetext,seed=5,mtu=1024", 1000, true);
+    BOOST_TEST(text.find("transmit write msn=0 bytes=8192 -> qp ") != std::string::npos);
+    BOOST_TEST(text.find("place msn=0 packet=7 offset=7168 bytes=1024") != std::string::npos);
+    BOOST_TEST(text.find("completion id=9 success recv byte_len=64") != std::string::npos);
+    BOOST_TEST(text.find("ack msn=2") != std::string::npos);
+    // Times never go backwards from line to line.
+    std::istringstream lines(text);
+    double last = 0, t = 0;
+    std::string line;
+    int count = 0;
+    while (std::getline(lines, line)) {
+        t = std::stod(line);
+        BOOST_TEST(t >= last, "line " << count << " goes back in time: " << line);
+        last = t;
+        ++count;
+    }
+    BOOST_TEST(count >= 15);  // a transmit, 8 placements, ACKs and completions for three requests
+    BOOST_TEST(text == traced_run("sim:fabric=tracetext,seed=5,mtu=1024", 1000, true));
 }
 
 BOOST_AUTO_TEST_CASE(the_trace_key_writes_the_file_when_the_fabric_closes) {

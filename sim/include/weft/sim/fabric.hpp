@@ -111,6 +111,10 @@ public:
     /// The trace as Chrome/Perfetto trace-event JSON (ui.perfetto.dev or chrome://tracing): one process
     /// per node, one thread per QP, times in virtual microseconds.
     std::string trace_json() const;
+    /// The same trace as a compact text log, one line per record, ordered as recorded:
+    ///   "   12.345 us  node 0 qp 65537  transmit write msn=3 bytes=4096 -> qp 131074"
+    /// Handy for diffing two runs or a failing seed against a passing one.
+    std::string trace_text() const;
 
     /// Misuses of the API seen so far, oldest first, one sentence each (each is also printed to stderr as it
     /// happens; with `strict=1` the first one aborts the process). Recorded: a memory region deregistered
