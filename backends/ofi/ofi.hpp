@@ -65,6 +65,10 @@ inline long check(long ret, std::string_view call, std::string_view object, std:
     return ret;
 }
 
+// Sets libfabric's environment defaults the backend relies on (the MR cache off), once, before the
+// process's first libfabric call that goes through the backend (ofi_plugin.cpp).
+void prepare_libfabric();
+
 // ---- What the chosen provider needs and offers, decided once at open
 
 struct Profile {
@@ -82,6 +86,9 @@ struct Profile {
     // progress thread only for blocking waits): idle pollers kick the other CQs of the process.
     bool needs_kicks = false;
     bool verbs_status = false;      // prov_errno is an ibv_wc_status (the verbs provider)
+    // Registrations are shared through libfabric's MR cache (two registrations of one buffer get one key,
+    // with every remote right): a region's own rights are not enforced.
+    bool mr_cache = false;
     bool wait_fd = false;           // CQs open with FI_WAIT_FD
     bool delivery_complete = false; // sends and writes complete once placed at the target
     std::size_t inject_size = 0;
@@ -378,7 +385,7 @@ private:
     // Setup (ofi_endpoint.cpp)
     void open_msg();
     void open_rdm();
-    void make_endpoint(fi_info* info);
+    void make_endpoint(fi_info* info, std::span<const std::byte> dest = {});
     void encode_address();
     bool drive_cm() noexcept;
     void accept_request(fi_info* request) noexcept;

@@ -38,6 +38,13 @@ bool trace_errors() noexcept {
     return on;
 }
 
+// The descriptors handed with a send or write: none for inline payloads and empty requests. The verbs
+// provider reads desc[0] whenever the array is not null (an inline payload has no descriptor; a zero-length
+// send has no segment at all) and takes a null array as "copy the payload inline".
+void** descs(Slot& s) noexcept {
+    return (s.fi_flags & FI_INJECT) != 0 || s.iov_count == 0 ? nullptr : s.desc;
+}
+
 bool is_flushed_origin(const Ring& r, std::uint64_t seq) noexcept {
     return r.error_origin.load(std::memory_order_acquire) == seq;
 }
@@ -250,7 +257,7 @@ long OfiQp::issue(Slot& s, unsigned op) noexcept {
     switch (s.kind[op]) {
         case OpKind::send: {
             // shm (1.17) never completes a zero-length send that asks for FI_DELIVERY_COMPLETE.
-            fi_msg m{s.iov, s.desc, s.iov_count, peer_, ctx, s.data};
+            fi_msg m{s.iov, descs(s), s.iov_count, peer_, ctx, s.data};
             return fi_sendmsg(ep, &m, s.iov_count == 0 ? data_flags & ~FI_DELIVERY_COMPLETE : data_flags);
         }
         case OpKind::imm_marker: {
@@ -261,7 +268,7 @@ long OfiQp::issue(Slot& s, unsigned op) noexcept {
         }
         case OpKind::write: {
             fi_rma_iov rma{s.raddr, s.length, s.rkey};
-            fi_msg_rma m{s.iov, s.desc, s.iov_count, peer_, &rma, 1, ctx, s.data};
+            fi_msg_rma m{s.iov, descs(s), s.iov_count, peer_, &rma, 1, ctx, s.data};
             return fi_writemsg(ep, &m, data_flags);
         }
         case OpKind::read: {

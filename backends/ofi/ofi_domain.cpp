@@ -50,11 +50,19 @@ InfoPtr query(const Query& q, int& ret) {
     const char* node = q.node.empty() ? nullptr : q.node.c_str();
     ret = fi_getinfo(fi_api_version, node, nullptr, node ? FI_SOURCE : 0, hints.get(), &out);
     if (ret != 0) return nullptr;
-    // Keep only the first match: fi_getinfo lists the best first.
-    InfoPtr first(fi_dupinfo(out));
-    fi_freeinfo(out);
-    if (!first) throw std::bad_alloc();
-    return first;
+    InfoPtr all(out);
+    // Keep the first entry of exactly the provider asked for: fi_getinfo lists the best first, and a core
+    // provider's name also matches the layered providers over it ("verbs" matches "verbs;ofi_rxm").
+    for (fi_info* i = out; i; i = i->next) {
+        if (i->fabric_attr == nullptr || i->fabric_attr->prov_name == nullptr || q.provider != i->fabric_attr->prov_name) {
+            continue;
+        }
+        InfoPtr first(fi_dupinfo(i));
+        if (!first) throw std::bad_alloc();
+        return first;
+    }
+    ret = -FI_ENODATA;
+    return nullptr;
 }
 
 std::string available_providers() {
@@ -153,6 +161,22 @@ OfiDomain::OfiDomain(const Config& cfg) {
         profile_.atomics = fadd && cswap;
     }
 
+    if (profile_.prov_key) {
+        // The MR cache shows as one key for two registrations of the same buffer with different rights.
+        static std::uint64_t probe_buf[2];
+        fid_mr* a = nullptr;
+        fid_mr* b = nullptr;
+        if (fi_mr_reg(domain_.get(), probe_buf, sizeof probe_buf, FI_SEND | FI_RECV | FI_REMOTE_WRITE, 0, 1, 0, &a,
+                      nullptr) == 0) {
+            Fid<fid_mr> hold_a(a);
+            if (fi_mr_reg(domain_.get(), probe_buf, sizeof probe_buf, FI_SEND | FI_RECV | FI_REMOTE_READ, 0, 2, 0, &b,
+                          nullptr) == 0) {
+                Fid<fid_mr> hold_b(b);
+                profile_.mr_cache = fi_mr_key(a) == fi_mr_key(b);
+            }
+        }
+    }
+
     // A CQ wait object gives Feature::cq_fd; probe it once with a throwaway CQ.
     fi_cq_attr cq_attr{};
     cq_attr.size = 1;
@@ -202,7 +226,11 @@ void OfiDomain::choose_info(const Config& cfg) {
         int plain_ret = 0;
         InfoPtr plain = query(q, plain_ret);
         InfoPtr with_atomics;
-        if (atomics_mode != "off") {
+        // The verbs provider of libfabric 1.17 posts fetch-add and compare-swap with the operands' addresses
+        // (or the fi_addr_t) as the values, so the target adds FI_ADDR_UNSPEC (-1) and compares with a
+        // pointer; fi_query_atomic still answers yes. Its atomics stay off (docs/backends/ofi.md).
+        const bool atomics_broken = q.provider == "verbs" && fi_version() <= FI_VERSION(1, 17);
+        if (atomics_mode != "off" && !atomics_broken) {
             q.atomics = true;
             int atomic_ret = 0;
             with_atomics = query(q, atomic_ret);
@@ -270,7 +298,8 @@ void OfiDomain::choose_info(const Config& cfg) {
     p.emulated_imm = !p.native_imm && p.cq_data_size >= 8;
     p.fence = (i.caps & FI_FENCE) != 0;
     p.needs_kicks = i.domain_attr->data_progress == FI_PROGRESS_MANUAL || p.provider != "verbs";
-    p.verbs_status = p.provider.rfind("verbs", 0) == 0;
+    // Only the verbs provider itself: rxm over it reports errors of its own protocol too.
+    p.verbs_status = p.provider == "verbs";
     p.inject_size = i.tx_attr->inject_size;
     p.iov_limit = static_cast<std::uint32_t>(std::max<std::size_t>(
         1, std::min({i.tx_attr->iov_limit, i.rx_attr->iov_limit, std::size_t{64}})));
@@ -295,7 +324,8 @@ void OfiDomain::fill_capabilities() {
     // Only where the requester is told: sockets answers with -FI_EACCES, verbs hardware NAKs. tcp and
     // rxm close the connection (the requester sees transport_retry_exceeded); shm either skips the check
     // (transmit-complete writes go through) or never completes the request (delivery-complete).
-    if (p.provider == "sockets" || p.provider == "verbs") add(Feature::remote_access_check);
+    // Under libfabric's MR cache (FI_MR_CACHE_MAX_COUNT not 0) verbs regions carry every remote right.
+    if (p.provider == "sockets" || (p.provider == "verbs" && !p.mr_cache)) add(Feature::remote_access_check);
     if (p.cq_data_size >= 4) add(Feature::send_with_imm);
     if (p.native_imm || p.emulated_imm) add(Feature::write_with_imm);
     if ((i.caps & FI_RMA) != 0 && (i.tx_attr->caps & (FI_READ | FI_RMA)) != 0) add(Feature::read);

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -251,7 +252,41 @@ void OfiQp::open_rdm() {
 }
 
 // Creates, binds and enables the active endpoint; receives posted so far go to it at once.
-void OfiQp::make_endpoint(fi_info* info) {
+//
+// A MSG endpoint is sized for this QP: fi_info's tx/rx sizes are the provider's defaults, and the verbs
+// provider creates its QP with exactly those (rdma_create_qp with max_send_wr = tx_attr->size, ...), its
+// CQ credits too. The queues get what the QP was created with (two provider operations per send slot
+// where write_with_imm is emulated), clamped to what fi_info allows. RDM endpoints keep the defaults: a
+// layered provider (rxm) sizes its own buffering with them.
+//
+// The active side of a MSG connection names its peer in dest_addr: the verbs provider resolves the route
+// (rdma_resolve_addr) when the endpoint is opened, and fails with EINVAL without a destination.
+void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
+    InfoPtr own;
+    if (profile_.ep_type == FI_EP_MSG) {
+        if (info == dom_->info()) {
+            // The domain's fi_info is shared by every QP: size a copy.
+            own.reset(fi_dupinfo(info));
+            if (!own) throw std::bad_alloc();
+            info = own.get();
+            if (!dest.empty()) {
+                void* addr = std::malloc(dest.size());  // fi_freeinfo frees it
+                if (addr == nullptr) throw std::bad_alloc();
+                std::memcpy(addr, dest.data(), dest.size());
+                std::free(info->dest_addr);
+                info->dest_addr = addr;
+                info->dest_addrlen = dest.size();
+            }
+        }
+        // A connection request's fi_info is ours alone (it carries the request's handle): sized in place.
+        const std::size_t per_slot = profile_.emulated_imm ? 2 : 1;
+        fi_tx_attr& tx = *info->tx_attr;
+        fi_rx_attr& rx = *info->rx_attr;
+        tx.size = std::min<std::size_t>(tx.size, std::max<std::size_t>(1, caps.max_send) * per_slot);
+        rx.size = std::min<std::size_t>(rx.size, std::max<std::size_t>(1, caps.max_recv));
+        tx.iov_limit = std::min<std::size_t>(tx.iov_limit, std::max<std::size_t>(1, caps.max_sge));
+        rx.iov_limit = std::min<std::size_t>(rx.iov_limit, std::max<std::size_t>(1, caps.max_sge));
+    }
     fid_ep* ep = nullptr;
     check(fi_endpoint(dom_->domain(), info, &ep, this), "fi_endpoint", "create_qp");
     ep_.reset(ep);
@@ -266,7 +301,16 @@ void OfiQp::make_endpoint(fi_info* info) {
         check(fi_ep_bind(ep, &send_cq_->fid()->fid, FI_TRANSMIT), "fi_ep_bind(send cq)", "create_qp");
         check(fi_ep_bind(ep, &recv_cq_->fid()->fid, FI_RECV), "fi_ep_bind(recv cq)", "create_qp");
     }
-    check(fi_enable(ep), "fi_enable", "create_qp");
+    int enabled = fi_enable(ep);
+    if (enabled < 0 && profile_.provider.find(";ofi_rxm") != std::string::npos) {
+        // rxm opens its core CQ with (msg rx size + msg tx size) x FI_UNIVERSE_SIZE entries (256 by default),
+        // more than small devices give (rxe: 32767).
+        fail(enabled, "fi_enable", "create_qp",
+             "rxm could not open its " + profile_.provider.substr(0, profile_.provider.find(';')) +
+                 " CQ, sized by FI_UNIVERSE_SIZE (default 256): on a device with few CQ entries (rxe) set "
+                 "FI_UNIVERSE_SIZE=16 in the environment");
+    }
+    check(enabled, "fi_enable", "create_qp");
     ep_ready_.store(true, std::memory_order_release);
     post_range(recv_);
 }
@@ -345,7 +389,7 @@ void OfiQp::connect(std::span<const std::byte> bytes) {
         bool active = std::lexicographical_compare(my_name_.begin(), my_name_.end(), p.name.begin(), p.name.end()) ||
                       (my_name_ == p.name && nonce_ < peer_nonce);
         if (active) {
-            make_endpoint(dom_->info());
+            make_endpoint(dom_->info(), p.name);
             std::array<std::byte, 16> param{};
             put64(param.data(), nonce_);
             put64(param.data() + 8, peer_nonce);

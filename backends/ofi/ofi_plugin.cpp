@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 
 namespace weft::ofi {
 
@@ -30,6 +31,7 @@ constexpr std::array<KeySpec, 6> ofi_keys{{
 }};
 
 std::string probe_ofi() {
+    prepare_libfabric();
     fi_info* info = nullptr;
     int ret = fi_getinfo(fi_api_version, nullptr, nullptr, 0, nullptr, &info);
     InfoPtr hold(info);
@@ -39,6 +41,7 @@ std::string probe_ofi() {
 }
 
 std::shared_ptr<detail::DomainImpl> open_ofi(const Config& config) {
+    prepare_libfabric();
     return std::make_shared<OfiDomain>(config);
 }
 
@@ -52,6 +55,16 @@ const detail::Plugin ofi_plugin{
 };
 
 }  // namespace
+
+void prepare_libfabric() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        // libfabric's MR cache (verbs, and rxm over it) registers every cached region with all remote rights
+        // and keeps it registered after fi_close: a region's rights and its deregistration would not hold.
+        // It is read once, at libfabric's first call in the process; the user's own setting wins.
+        ::setenv("FI_MR_CACHE_MAX_COUNT", "0", 0);
+    });
+}
 
 namespace registry {
 namespace {
