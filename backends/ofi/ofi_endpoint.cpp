@@ -12,6 +12,8 @@
 // RDM endpoints need no handshake: connect() inserts the peer's name into the QP's address vector.
 #include "ofi.hpp"
 
+#include <weft/detail/bytes.hpp>
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -31,29 +33,6 @@ constexpr std::uint8_t address_version = 1;
 constexpr std::size_t address_header = 24;
 constexpr std::chrono::seconds local_handshake_limit{10};
 
-void put16(std::byte* p, std::uint16_t v) noexcept {
-    for (int i = 0; i < 2; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-void put32(std::byte* p, std::uint32_t v) noexcept {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-void put64(std::byte* p, std::uint64_t v) noexcept {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-std::uint64_t get_le(const std::byte* p, int n) noexcept {
-    std::uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-    return v;
-}
-std::uint32_t fnv1a(const std::byte* p, std::size_t n) noexcept {
-    std::uint32_t h = 2166136261u;
-    for (std::size_t i = 0; i < n; ++i) {
-        h ^= static_cast<std::uint32_t>(p[i]);
-        h *= 16777619u;
-    }
-    return h;
-}
-
 std::uint8_t address_flags(const Profile& p) noexcept {
     return static_cast<std::uint8_t>((p.emulated_imm ? 1u : 0u) | (p.native_imm ? 2u : 0u));
 }
@@ -72,19 +51,19 @@ PeerAddress decode_address(std::span<const std::byte> b) {
         bad_address("version " + std::to_string(static_cast<unsigned>(b[4])) + " is not supported (accepted: 1)");
     }
     std::size_t prov_len = static_cast<std::uint8_t>(b[7]);
-    std::size_t name_len = get_le(b.data() + 12, 2);
+    std::size_t name_len = detail::get_le<std::uint16_t>(b.data() + 12);
     if (b.size() != address_header + prov_len + name_len + 4) {
         bad_address("length " + std::to_string(b.size()) + " does not match its header");
     }
-    auto sum = static_cast<std::uint32_t>(get_le(b.data() + b.size() - 4, 4));
-    if (sum != fnv1a(b.data(), b.size() - 4)) bad_address("checksum mismatch: corrupted or truncated");
+    auto sum = detail::get_le<std::uint32_t>(b.data() + b.size() - 4);
+    if (sum != detail::fnv1a(b.data(), b.size() - 4)) bad_address("checksum mismatch: corrupted or truncated");
     PeerAddress p;
     auto type = static_cast<std::uint8_t>(b[5]);
     if (type != 1 && type != 2) bad_address("unknown endpoint type " + std::to_string(type));
     p.ep_type = type == 1 ? FI_EP_MSG : FI_EP_RDM;
     p.flags = static_cast<std::uint8_t>(b[6]);
-    p.addr_format = static_cast<std::uint32_t>(get_le(b.data() + 8, 4));
-    p.nonce = get_le(b.data() + 16, 8);
+    p.addr_format = detail::get_le<std::uint32_t>(b.data() + 8);
+    p.nonce = detail::get_le<std::uint64_t>(b.data() + 16);
     const auto* prov = reinterpret_cast<const char*>(b.data() + address_header);
     p.provider.assign(prov, prov_len);
     p.name.assign(b.begin() + static_cast<std::ptrdiff_t>(address_header + prov_len),
@@ -330,12 +309,12 @@ void OfiQp::encode_address() {
     out[5] = std::byte{static_cast<std::uint8_t>(profile_.ep_type == FI_EP_MSG ? 1 : 2)};
     out[6] = std::byte{address_flags(profile_)};
     out[7] = std::byte{static_cast<std::uint8_t>(prov.size())};
-    put32(out.data() + 8, dom_->info()->addr_format);
-    put16(out.data() + 12, static_cast<std::uint16_t>(my_name_.size()));
-    put64(out.data() + 16, nonce_);
+    detail::put_le<std::uint32_t>(out.data() + 8, dom_->info()->addr_format);
+    detail::put_le<std::uint16_t>(out.data() + 12, static_cast<std::uint16_t>(my_name_.size()));
+    detail::put_le<std::uint64_t>(out.data() + 16, nonce_);
     std::memcpy(out.data() + address_header, prov.data(), prov.size());
     std::memcpy(out.data() + address_header + prov.size(), my_name_.data(), my_name_.size());
-    put32(out.data() + out.size() - 4, fnv1a(out.data(), out.size() - 4));
+    detail::put_le<std::uint32_t>(out.data() + out.size() - 4, detail::fnv1a(out.data(), out.size() - 4));
     my_address_ = std::move(out);
 }
 
@@ -391,8 +370,8 @@ void OfiQp::connect(std::span<const std::byte> bytes) {
         if (active) {
             make_endpoint(dom_->info(), p.name);
             std::array<std::byte, 16> param{};
-            put64(param.data(), nonce_);
-            put64(param.data() + 8, peer_nonce);
+            detail::put_le<std::uint64_t>(param.data(), nonce_);
+            detail::put_le<std::uint64_t>(param.data() + 8, peer_nonce);
             check(fi_connect(ep_.get(), p.name.data(), param.data(), param.size()), "fi_connect", object);
             cm_ = Cm::active_wait;
         } else {
@@ -476,7 +455,8 @@ bool OfiQp::drive_cm() noexcept {
             case FI_CONNREQ: {
                 InfoPtr request(cm->info);
                 bool expected = cm_ == Cm::passive_wait_request && data_len >= 16 &&
-                                get_le(data, 8) == peer_addr_.nonce && get_le(data + 8, 8) == nonce_;
+                                detail::get_le<std::uint64_t>(data) == peer_addr_.nonce &&
+                                detail::get_le<std::uint64_t>(data + 8) == nonce_;
                 if (!expected) {
                     fi_reject(pep_.get(), request->handle, nullptr, 0);
                     break;

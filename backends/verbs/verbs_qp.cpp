@@ -7,6 +7,8 @@
 //   28 QP number (u32, < 2^24)              32 start PSN (u32, < 2^24)      36 FNV-1a of bytes 0..35 (u32)
 #include "verbs.hpp"
 
+#include <weft/detail/bytes.hpp>
+
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -21,29 +23,6 @@ constexpr std::uint8_t address_version = 1;
 constexpr std::uint8_t flag_has_gid = 1;
 constexpr std::uint32_t max_24bit = 0xffffff;
 constexpr const char* connect_call = "QueuePair::connect";
-
-void put16(std::byte* p, std::uint16_t v) noexcept {
-    for (int i = 0; i < 2; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-void put32(std::byte* p, std::uint32_t v) noexcept {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-std::uint16_t get16(const std::byte* p) noexcept {
-    return static_cast<std::uint16_t>(static_cast<unsigned>(p[0]) | static_cast<unsigned>(p[1]) << 8);
-}
-std::uint32_t get32(const std::byte* p) noexcept {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(p[i]) << (8 * i);
-    return v;
-}
-std::uint32_t fnv1a(const std::byte* p, std::size_t n) noexcept {
-    std::uint32_t h = 2166136261u;
-    for (std::size_t i = 0; i < n; ++i) {
-        h ^= static_cast<std::uint32_t>(p[i]);
-        h *= 16777619u;
-    }
-    return h;
-}
 
 struct PeerAddress {
     bool has_gid = false;
@@ -73,13 +52,13 @@ PeerAddress decode_address(std::span<const std::byte> b) {
         bad_address("version " + std::to_string(v) + " is not supported (accepted: " +
                     std::to_string(address_version) + ")");
     }
-    if (get32(b.data() + 36) != fnv1a(b.data(), 36)) {
+    if (detail::get_le<std::uint32_t>(b.data() + 36) != detail::fnv1a(b.data(), 36)) {
         bad_address("checksum mismatch: the address was corrupted or truncated in transit");
     }
     PeerAddress a;
     const auto flags = static_cast<std::uint8_t>(b[5]);
     if ((flags & ~flag_has_gid) != 0) bad_address("unknown flag bits " + std::to_string(flags));
-    if (get16(b.data() + 26) != 0) bad_address("reserved bytes are not zero");
+    if (detail::get_le<std::uint16_t>(b.data() + 26) != 0) bad_address("reserved bytes are not zero");
     a.has_gid = (flags & flag_has_gid) != 0;
     a.port = static_cast<std::uint8_t>(b[6]);
     if (a.port == 0) bad_address("port 0 (ports are numbered from 1)");
@@ -89,9 +68,9 @@ PeerAddress decode_address(std::span<const std::byte> b) {
     }
     a.mtu = static_cast<ibv_mtu>(mtu);
     std::memcpy(a.gid.raw, b.data() + 8, 16);
-    a.lid = get16(b.data() + 24);
-    a.qp_num = get32(b.data() + 28);
-    a.psn = get32(b.data() + 32);
+    a.lid = detail::get_le<std::uint16_t>(b.data() + 24);
+    a.qp_num = detail::get_le<std::uint32_t>(b.data() + 28);
+    a.psn = detail::get_le<std::uint32_t>(b.data() + 32);
     if (a.qp_num > max_24bit || a.qp_num < 2) {
         bad_address("QP number " + std::to_string(a.qp_num) + " is outside 2..16777215");
     }
@@ -234,10 +213,10 @@ std::vector<std::byte> VerbsQp::address() const {
     p[6] = std::byte{device_->port};
     p[7] = static_cast<std::byte>(device_->mtu);
     std::memcpy(p + 8, device_->gid.raw, 16);
-    put16(p + 24, device_->lid);
-    put32(p + 28, qp_num);
-    put32(p + 32, psn_);
-    put32(p + 36, fnv1a(p, 36));
+    detail::put_le<std::uint16_t>(p + 24, device_->lid);
+    detail::put_le<std::uint32_t>(p + 28, qp_num);
+    detail::put_le<std::uint32_t>(p + 32, psn_);
+    detail::put_le<std::uint32_t>(p + 36, detail::fnv1a(p, 36));
     return out;
 }
 

@@ -4,6 +4,7 @@
 //   0  magic "wfRR"      4  version (1)      5  backend kind      6  reserved (0, 2 bytes)
 //   8  address (u64)     16 length (u64)     24 rkey (u64)        32 FNV-1a of bytes 0..31 (u32)
 #include <weft/backend.hpp>
+#include <weft/detail/bytes.hpp>
 #include <weft/error.hpp>
 #include <weft/memory.hpp>
 
@@ -18,23 +19,6 @@ namespace {
 
 constexpr std::byte magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'R'}, std::byte{'R'}};
 constexpr std::uint8_t encoding_version = 1;
-
-void put64(std::byte* p, std::uint64_t v) noexcept {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-std::uint64_t get64(const std::byte* p) noexcept {
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-    return v;
-}
-std::uint32_t fnv1a(const std::byte* p, std::size_t n) noexcept {
-    std::uint32_t h = 2166136261u;
-    for (std::size_t i = 0; i < n; ++i) {
-        h ^= static_cast<std::uint32_t>(p[i]);
-        h *= 16777619u;
-    }
-    return h;
-}
 
 [[noreturn]] void bad(std::string message) {
     throw Error(Errc::bad_descriptor, std::move(message), {}, "RemoteRegion::decode");
@@ -72,11 +56,10 @@ RemoteRegion::Encoded RemoteRegion::encode() const noexcept {
     std::memcpy(out.data(), magic, 4);
     out[4] = std::byte{encoding_version};
     out[5] = static_cast<std::byte>(backend_);
-    put64(out.data() + 8, addr_);
-    put64(out.data() + 16, length_);
-    put64(out.data() + 24, rkey_);
-    std::uint32_t h = fnv1a(out.data(), 32);
-    for (int i = 0; i < 4; ++i) out[32 + i] = static_cast<std::byte>(h >> (8 * i));
+    detail::put_le<std::uint64_t>(out.data() + 8, addr_);
+    detail::put_le<std::uint64_t>(out.data() + 16, length_);
+    detail::put_le<std::uint64_t>(out.data() + 24, rkey_);
+    detail::put_le<std::uint32_t>(out.data() + 32, detail::fnv1a(out.data(), 32));
     return out;
 }
 
@@ -94,15 +77,15 @@ RemoteRegion RemoteRegion::decode(std::span<const std::byte> b) {
         bad("unknown backend kind " + std::to_string(kind) + " (accepted: 1 sim, 2 verbs, 3 ofi)");
     }
     if (b[6] != std::byte{0} || b[7] != std::byte{0}) bad("reserved bytes are not zero");
-    std::uint32_t h = 0;
-    for (int i = 0; i < 4; ++i) h |= static_cast<std::uint32_t>(b[32 + i]) << (8 * i);
-    if (h != fnv1a(b.data(), 32)) bad("checksum mismatch: the descriptor was corrupted or truncated");
-    std::uint64_t addr = get64(b.data() + 8);
-    std::uint64_t length = get64(b.data() + 16);
+    if (detail::get_le<std::uint32_t>(b.data() + 32) != detail::fnv1a(b.data(), 32)) {
+        bad("checksum mismatch: the descriptor was corrupted or truncated");
+    }
+    std::uint64_t addr = detail::get_le<std::uint64_t>(b.data() + 8);
+    std::uint64_t length = detail::get_le<std::uint64_t>(b.data() + 16);
     if (length > std::numeric_limits<std::uint64_t>::max() - addr) {
         bad("address " + hex(addr) + " + length " + std::to_string(length) + " overflows");
     }
-    return {addr, length, get64(b.data() + 24), static_cast<BackendKind>(kind)};
+    return {addr, length, detail::get_le<std::uint64_t>(b.data() + 24), static_cast<BackendKind>(kind)};
 }
 
 MemoryRegion::MemoryRegion() noexcept = default;

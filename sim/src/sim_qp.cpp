@@ -4,6 +4,7 @@
 // fabric instance id (u64), node (u32), QP number (u32).
 #include "sim.hpp"
 
+#include <weft/detail/bytes.hpp>
 #include <weft/error.hpp>
 
 #include <algorithm>
@@ -14,17 +15,6 @@ namespace {
 
 constexpr std::size_t address_size = 24;
 constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'S'}, std::byte{'Q'}};
-
-template <class T>
-void put(std::byte* p, T v) noexcept {
-    for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::byte>(static_cast<std::uint64_t>(v) >> (8 * i));
-}
-template <class T>
-T get(const std::byte* p) noexcept {
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-    return static_cast<T>(v);
-}
 
 [[noreturn]] void bad_address(const std::string& why) {
     throw Error(Errc::bad_descriptor, why, "sim", "QueuePair::connect");
@@ -89,9 +79,9 @@ std::vector<std::byte> SimQp::address() const {
     std::memcpy(out.data(), address_magic, 4);
     out[4] = std::byte{1};
     out[5] = static_cast<std::byte>(BackendKind::sim);
-    put<std::uint64_t>(out.data() + 8, fabric_.id);
-    put<std::uint32_t>(out.data() + 16, domain_->node());
-    put<std::uint32_t>(out.data() + 20, qp_num);
+    weft::detail::put_le<std::uint64_t>(out.data() + 8, fabric_.id);
+    weft::detail::put_le<std::uint32_t>(out.data() + 16, domain_->node());
+    weft::detail::put_le<std::uint32_t>(out.data() + 20, qp_num);
     return out;
 }
 
@@ -107,8 +97,8 @@ void SimQp::connect(std::span<const std::byte> peer) {
     if (peer[5] != static_cast<std::byte>(BackendKind::sim) || peer[6] != std::byte{0} || peer[7] != std::byte{0}) {
         bad_address("malformed sim QP address header");
     }
-    auto fabric_id = get<std::uint64_t>(peer.data() + 8);
-    auto peer_qpn = get<std::uint32_t>(peer.data() + 20);
+    auto fabric_id = weft::detail::get_le<std::uint64_t>(peer.data() + 8);
+    auto peer_qpn = weft::detail::get_le<std::uint32_t>(peer.data() + 20);
 
     std::lock_guard lock(fabric_.mu);
     if (fabric_id != fabric_.id) {
