@@ -5,6 +5,7 @@
 // and on verbs the IPv4 address of the domain's RoCE v2 GID, read from sysfs (on the Soft-RoCE guest,
 // 192.0.2.1:0). accept() and connect() both block, so the connector runs in a second thread.
 #include "harness.hpp"
+#include "../support/expect_error.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,8 @@
 
 using namespace weft;
 using namespace std::chrono_literals;
+using weft::test::contains;
+using weft::test::error_of;
 using weft::test::needs;
 using weft::test::next;
 
@@ -130,18 +133,6 @@ void exchange_data(test::Side& a, test::Side& b) {
     BOOST_TEST(same);
 }
 
-template <class F>
-Error error_of(F f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e;
-    }
-    BOOST_FAIL("no weft::Error was thrown");
-    return Error(Errc::internal, "unreachable");
-}
-
-bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 

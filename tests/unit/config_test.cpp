@@ -4,6 +4,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "../support/expect_error.hpp"
+
 #include <array>
 #include <string>
 
@@ -13,19 +15,15 @@ using weft::Error;
 
 namespace {
 
-// The message of the weft::Error `f` throws, or "" when it throws nothing.
+// The message of the weft::Error `f` throws, which must be an invalid_config error.
 template <class F>
 std::string error_of(F f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        BOOST_TEST((e.code() == Errc::invalid_config));
-        return e.what();
-    }
-    return {};
+    auto e = weft::test::error_of(f);
+    BOOST_TEST((e.code() == Errc::invalid_config));
+    return e.what();
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using weft::test::contains;
 
 }  // namespace
 

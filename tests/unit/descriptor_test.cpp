@@ -4,6 +4,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "../support/expect_error.hpp"
+
 #include <string>
 #include <vector>
 
@@ -24,7 +26,7 @@ std::string decode_error(std::span<const std::byte> bytes) {
     return {};
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using weft::test::contains;
 
 // Re-seals a tampered encoding with a valid checksum, so the check under test is the one that fires.
 void reseal(RemoteRegion::Encoded& e) {

@@ -3,33 +3,21 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "../support/expect_error.hpp"
+
 #include <string>
 #include <type_traits>
 #include <vector>
 
 using namespace weft;
+using weft::test::contains;
+using weft::test::what_of;
 
 static_assert(!std::is_copy_constructible_v<Domain> && std::is_nothrow_move_constructible_v<Domain>);
 static_assert(!std::is_copy_constructible_v<QueuePair> && std::is_nothrow_move_assignable_v<QueuePair>);
 static_assert(!std::is_copy_constructible_v<MemoryRegion> && std::is_nothrow_move_assignable_v<MemoryRegion>);
 static_assert(!std::is_copy_constructible_v<CompletionQueue>);
 static_assert(std::is_trivially_copyable_v<RemoteRegion> && std::is_trivially_copyable_v<SendRequest>);
-
-namespace {
-
-template <class F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return {};
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-}  // namespace
 
 BOOST_AUTO_TEST_SUITE(handles)
 
@@ -41,15 +29,15 @@ BOOST_AUTO_TEST_CASE(memory_region_slices_are_bounds_checked) {
     BOOST_TEST(s.addr == reinterpret_cast<std::uint64_t>(buf.data()) + 100);
     BOOST_TEST(s.length == 200u);
     BOOST_TEST(s.lkey == mr.lkey());
-    BOOST_TEST(contains(error_of([&] { (void)mr.slice(4000, 200); }), "outside the region of 4096 bytes"));
+    BOOST_TEST(contains(what_of([&] { (void)mr.slice(4000, 200); }), "outside the region of 4096 bytes"));
     BOOST_TEST(mr.segment().length == 4096u);
 }
 
 BOOST_AUTO_TEST_CASE(registration_rejects_empty_buffers) {
     auto dom = open("sim:fabric=handles2");
-    BOOST_TEST(contains(error_of([&] { dom.register_memory(nullptr, 10, Access::local_write); }), "null address"));
+    BOOST_TEST(contains(what_of([&] { dom.register_memory(nullptr, 10, Access::local_write); }), "null address"));
     std::vector<std::byte> buf(8);
-    BOOST_TEST(contains(error_of([&] { dom.register_memory(buf.data(), 0, Access::local_write); }), "zero bytes"));
+    BOOST_TEST(contains(what_of([&] { dom.register_memory(buf.data(), 0, Access::local_write); }), "zero bytes"));
 }
 
 BOOST_AUTO_TEST_CASE(remote_write_implies_local_write) {
@@ -81,25 +69,25 @@ BOOST_AUTO_TEST_CASE(move_assignment_releases_the_old_region) {
 BOOST_AUTO_TEST_CASE(qp_options_out_of_range_are_named) {
     auto dom = open("sim:fabric=handles5");
     auto cq = dom.create_cq();
-    BOOST_TEST(contains(error_of([&] { dom.create_qp({.send_cq = cq, .recv_cq = cq, .max_send = 0}); }),
+    BOOST_TEST(contains(what_of([&] { dom.create_qp({.send_cq = cq, .recv_cq = cq, .max_send = 0}); }),
                         "max_send = 0 is outside the accepted range 1.."));
-    BOOST_TEST(contains(error_of([&] { dom.create_qp({.send_cq = cq, .recv_cq = cq, .max_sge = 1000}); }), "max_sge"));
+    BOOST_TEST(contains(what_of([&] { dom.create_qp({.send_cq = cq, .recv_cq = cq, .max_sge = 1000}); }), "max_sge"));
     QpOptions o;
     o.send_cq = cq;
     o.recv_cq = cq;
     o.rnr_retry = 8;
-    BOOST_TEST(contains(error_of([&] { dom.create_qp(o); }), "rnr_retry = 8"));
-    BOOST_TEST(contains(error_of([&] { dom.create_qp({.send_cq = cq}); }), "recv_cq is not set"));
-    BOOST_TEST(contains(error_of([&] { dom.create_cq({.depth = 0}); }), "depth 0 is outside"));
+    BOOST_TEST(contains(what_of([&] { dom.create_qp(o); }), "rnr_retry = 8"));
+    BOOST_TEST(contains(what_of([&] { dom.create_qp({.send_cq = cq}); }), "recv_cq is not set"));
+    BOOST_TEST(contains(what_of([&] { dom.create_cq({.depth = 0}); }), "depth 0 is outside"));
 }
 
 BOOST_AUTO_TEST_CASE(empty_handles_fail_clearly) {
     QueuePair qp;
     auto st = qp.post_send({});
     BOOST_TEST((st.code() == PostStatus::Code::not_connected));
-    BOOST_TEST(contains(error_of([&] { (void)qp.address(); }), "handle is empty"));
+    BOOST_TEST(contains(what_of([&] { (void)qp.address(); }), "handle is empty"));
     Domain dom;
-    BOOST_TEST(contains(error_of([&] { dom.create_cq(); }), "handle is empty"));
+    BOOST_TEST(contains(what_of([&] { dom.create_cq(); }), "handle is empty"));
 }
 
 BOOST_AUTO_TEST_CASE(children_keep_their_domain_alive) {
@@ -120,14 +108,14 @@ BOOST_AUTO_TEST_CASE(connect_rejects_malformed_and_foreign_addresses) {
     auto cq = dom.create_cq();
     auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
     std::vector<std::byte> junk(24, std::byte{1});
-    BOOST_TEST(contains(error_of([&] { qp.connect(junk); }), "bad magic"));
-    BOOST_TEST(contains(error_of([&] { qp.connect(std::span(junk).first(3)); }), "got 3"));
+    BOOST_TEST(contains(what_of([&] { qp.connect(junk); }), "bad magic"));
+    BOOST_TEST(contains(what_of([&] { qp.connect(std::span(junk).first(3)); }), "got 3"));
     auto other = open("sim:fabric=handles7b");
     auto ocq = other.create_cq();
     auto oqp = other.create_qp({.send_cq = ocq, .recv_cq = ocq});
-    BOOST_TEST(contains(error_of([&] { qp.connect(oqp.address()); }), "another simulated fabric"));
+    BOOST_TEST(contains(what_of([&] { qp.connect(oqp.address()); }), "another simulated fabric"));
     qp.connect(qp.address());
-    BOOST_TEST(contains(error_of([&] { qp.connect(qp.address()); }), "connect needs a fresh QP"));
+    BOOST_TEST(contains(what_of([&] { qp.connect(qp.address()); }), "connect needs a fresh QP"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,6 +4,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "../support/expect_error.hpp"
+
 #include <string>
 #include <type_traits>
 
@@ -15,7 +17,7 @@ static_assert(!std::is_copy_constructible_v<Listener> && std::is_nothrow_move_as
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using weft::test::contains;
 
 // A backend that implements nothing optional.
 class BareDomain final : public detail::DomainImpl {

@@ -3,27 +3,14 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "../support/expect_error.hpp"
+
 #include <cstdlib>
 #include <string>
 
 using namespace weft;
-
-namespace {
-
-template <class F>
-Error error_of(F f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e;
-    }
-    BOOST_FAIL("no weft::Error thrown");
-    throw;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-}  // namespace
+using weft::test::contains;
+using weft::test::error_of;
 
 BOOST_AUTO_TEST_SUITE(registry)
 
