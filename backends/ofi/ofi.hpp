@@ -81,7 +81,7 @@ struct Profile {
     bool native_imm = false;        // FI_RX_CQ_DATA: remote CQ data consumes a posted receive
     bool emulated_imm = false;      // write_with_imm = write + zero-length marker send (see ofi_datapath)
     bool atomics = false;
-    bool fence = false;             // FI_FENCE in caps
+    bool fence = false;             // FI_FENCE in caps (otherwise fence is emulated, see ofi_datapath)
     // The provider moves data only inside calls on its CQs (shm, rxm, and tcp in 1.17, which starts its
     // progress thread only for blocking waits): idle pollers kick the other CQs of the process.
     bool needs_kicks = false;
@@ -200,6 +200,11 @@ private:
 
 enum class OpKind : std::uint8_t { none, send, write, read, fetch_add, compare_swap, recv, imm_marker };
 
+// The operations a fence waits for: a later fenced request starts only once these have completed.
+constexpr bool fence_orders(OpKind k) noexcept {
+    return k == OpKind::read || k == OpKind::fetch_add || k == OpKind::compare_swap;
+}
+
 // One provider operation of a slot: the fi_context2 comes first so that a provider asking for
 // FI_CONTEXT/FI_CONTEXT2 finds its scratch space at the op_context pointer.
 struct OpRef {
@@ -235,6 +240,8 @@ struct Slot {
     bool report = true;             // signaled (receives always)
     bool has_imm = false;
     bool inline_data = false;       // FI_INJECT: the payload must be copied before post returns
+    // Fenced on a provider without FI_FENCE: handed over only once the ring has no read or atomic out.
+    bool fence_wait = false;
     std::atomic<bool> done{false};
 };
 
@@ -260,6 +267,8 @@ struct Ring {
     std::atomic<std::uint64_t> posted{0};
     // Producer fast path allowed: the endpoint takes posts, nothing is backlogged, no error.
     std::atomic<bool> direct{false};
+    // Reads and atomics handed to the provider whose completion the CQ has not read yet (fence emulation).
+    std::atomic<std::uint32_t> ordered_out{0};
 
     // Consumer side (the CQ): next slot to deliver, and the first slot not yet reusable.
     std::uint64_t head = 0;

@@ -13,6 +13,10 @@
 // write followed by a zero-length send whose CQ data carries the immediate, the write length and
 // imm_marker_bit; the target reports that receive as recv_rdma_with_imm. It relies on the provider
 // placing a send after an earlier write (FI_ORDER_SAW), see docs/backends/ofi.md.
+//
+// fence on providers without FI_FENCE: a fenced request stays in its ring, unposted, while any earlier read
+// or atomic of the QP is still out (Ring::ordered_out); the CQ read that absorbs the last of them leaves
+// the QP asking for attention, and the same poll hands the fenced request over.
 #include "ofi.hpp"
 
 #include <poll.h>
@@ -139,6 +143,7 @@ bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
     s.ops_posted = 0;
     s.kind = {OpKind::none, OpKind::none};
     s.inline_data = false;
+    s.fence_wait = false;
     s.fi_flags = FI_COMPLETION | (profile_.delivery_complete ? FI_DELIVERY_COMPLETE : 0);
     if (flush) {
         bool origin = is_flushed_origin(send_, s.seq);
@@ -165,7 +170,13 @@ bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
         enter_error(send_, s.seq);
         return false;
     }
-    if (has(r.flags, SendFlags::fence) && profile_.fence) s.fi_flags |= FI_FENCE;
+    if (has(r.flags, SendFlags::fence)) {
+        if (profile_.fence) {
+            s.fi_flags |= FI_FENCE;
+        } else {
+            s.fence_wait = true;
+        }
+    }
     if (needs_remote(r.opcode)) {
         s.rkey = r.rkey;
         s.raddr = profile_.virt_addr ? r.remote_addr : r.remote_addr - (r.rkey >> key_base_shift);
@@ -235,6 +246,7 @@ bool OfiQp::prepare_recv(Slot& s, const RecvRequest& r, bool flush) noexcept {
     s.iov_count = 0;
     s.ops_posted = 0;
     s.kind = {OpKind::recv, OpKind::none};
+    s.fence_wait = false;
     s.fi_flags = FI_COMPLETION;
     if (flush) {
         finish_at_post(s, WcStatus::flushed);
@@ -342,17 +354,21 @@ bool OfiQp::post_range(Ring& r) noexcept {
             ++p;
             continue;
         }
-        if (!ep_) {
+        if (!ep_ || (s.fence_wait && s.ops_posted == 0 && r.ordered_out.load(std::memory_order_acquire) != 0)) {
             complete = false;
             break;
         }
         int tries = 0;
         while (s.ops_posted < s.ops_total) {
+            // Counted before the provider sees it: its completion may be read on another thread at once.
+            const bool ordered = fence_orders(s.kind[s.ops_posted]);
+            if (ordered) r.ordered_out.fetch_add(1, std::memory_order_relaxed);
             long ret = issue(s, s.ops_posted);
             if (ret == 0) {
                 ++s.ops_posted;
                 continue;
             }
+            if (ordered) r.ordered_out.fetch_sub(1, std::memory_order_release);
             if (ret == -FI_EAGAIN && ++tries < eagain_retries) {
                 progress_own();
                 continue;
@@ -550,6 +566,14 @@ void OfiCq::link_ready(Ring& r) noexcept {
 }
 
 void OfiCq::slot_finished(Slot& s) noexcept {
+    if (fence_orders(s.kind[0])) {
+        // Read from the provider, so it was counted when handed over. A fenced request may be waiting for
+        // it: the poll that read it drives the QP.
+        if (s.ring->ordered_out.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+            s.ring->posted.load(std::memory_order_acquire) != s.ring->tail.load(std::memory_order_acquire)) {
+            registry::want_attention(s.ring->qp);
+        }
+    }
     s.done.store(true, std::memory_order_release);
     link_ready(*s.ring);
 }

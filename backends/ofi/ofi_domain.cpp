@@ -330,7 +330,7 @@ void OfiDomain::fill_capabilities() {
     if (p.native_imm || p.emulated_imm) add(Feature::write_with_imm);
     if ((i.caps & FI_RMA) != 0 && (i.tx_attr->caps & (FI_READ | FI_RMA)) != 0) add(Feature::read);
     if (p.atomics) add(Feature::atomics);
-    if (p.fence) add(Feature::fence);
+    add(Feature::fence);  // FI_FENCE where the provider has it, emulated otherwise (ofi_datapath.cpp)
     if (p.inject_size > 0) add(Feature::inline_data);
     // The provider's wait fd where it progresses on its own (verbs hardware); a helper thread otherwise
     // (OfiCq::fd()).
