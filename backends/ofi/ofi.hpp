@@ -165,6 +165,9 @@ public:
     std::unique_ptr<detail::MrImpl> register_memory(void* addr, std::size_t length, Access access) override;
     std::shared_ptr<detail::CqImpl> create_cq(const CqOptions& options) override;
     std::unique_ptr<detail::QpImpl> create_qp(const detail::QpSetup& setup) override;
+    // weft::listen / weft::connect over a TCP rendezvous (ofi_cm.cpp).
+    std::unique_ptr<detail::ListenerImpl> listen(const detail::HostPort& where) override;
+    void connect_to(detail::QpImpl& qp, const detail::HostPort& where, std::chrono::milliseconds timeout) override;
 
     const Profile& profile() const noexcept { return profile_; }
     fi_info* info() const noexcept { return info_.get(); }
@@ -305,6 +308,10 @@ public:
     void notify(Ring& ring) noexcept;
     // Drives provider progress without consuming entries (safe from any thread).
     void kick() noexcept;
+    // Takes `n` of this CQ's entries for one queue of a QP, or throws weft::Error naming what is left
+    // (the verbs provider: see CqEntries). release() gives them back.
+    void reserve(std::uint32_t n, std::string_view queue);
+    void release(std::uint32_t n) noexcept { reserved_.fetch_sub(n, std::memory_order_acq_rel); }
     // Reads every pending provider entry into the rings (the consumer side; used on QP teardown).
     void drain_provider() noexcept;
     // Forgets `ring` (its QP is going away); the caller has drained the provider first.
@@ -331,6 +338,7 @@ private:
     const Profile* profile_;
     Fid<fid_cq> cq_;
     std::uint32_t depth_;
+    std::atomic<std::uint64_t> reserved_{0};
     int wait_fd_ = -1;
     Ring* ready_head_ = nullptr;
     Ring* ready_tail_ = nullptr;
@@ -349,6 +357,29 @@ private:
 };
 
 // ---- Queue pair
+
+// The CQ entries one queue of a QP holds on its CQ, given back when the QP goes. The verbs provider counts
+// CQ credits: it sets aside one per receive slot of every endpoint bound for receiving and lets a send go
+// only while a credit is left, so a CQ smaller than the queues bound to it stalls sends for good (seen on
+// rxe: a 64-deep CQ shared by a QP of 64 receive slots never completed a send). Only for that provider.
+class CqEntries {
+public:
+    CqEntries() = default;
+    CqEntries(const CqEntries&) = delete;
+    CqEntries& operator=(const CqEntries&) = delete;
+    ~CqEntries() {
+        if (cq_) cq_->release(n_);
+    }
+    void take(OfiCq& cq, std::uint32_t n, std::string_view queue) {
+        cq.reserve(n, queue);
+        cq_ = &cq;
+        n_ = n;
+    }
+
+private:
+    OfiCq* cq_ = nullptr;
+    std::uint32_t n_ = 0;
+};
 
 // The QP address handed to the peer (see ofi_endpoint.cpp for the layout).
 struct PeerAddress {
@@ -374,6 +405,9 @@ public:
     // Advances the connection handshake and posts backlogged requests. Returns true while the QP
     // still needs to be driven. Takes the QP's lock; `try_only` gives up when it is held elsewhere.
     bool drive(bool try_only) noexcept;
+    // After connect(): drives the QP until its handshake ends. Throws weft::Error when it failed, or with
+    // std::errc::timed_out at `deadline`.
+    void await_connected(std::chrono::steady_clock::time_point deadline, std::string_view call);
     // Moves the QP to the error state because slot `origin_seq` of `origin` failed; `reason` is what the
     // origin reports when it has no status of its own (it was cancelled, or never reached the provider).
     void enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason = WcStatus::general) noexcept;
@@ -432,6 +466,8 @@ private:
     void* operand_desc_ = nullptr;
     fi_addr_t peer_ = FI_ADDR_UNSPEC;
 
+    CqEntries send_entries_;
+    CqEntries recv_entries_;
     Ring send_;
     Ring recv_;
 

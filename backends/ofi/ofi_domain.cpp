@@ -335,6 +335,7 @@ void OfiDomain::fill_capabilities() {
     // The provider's wait fd where it progresses on its own (verbs hardware); a helper thread otherwise
     // (OfiCq::fd()).
     add(Feature::cq_fd);
+    add(Feature::listener);  // a TCP rendezvous for the QP addresses (ofi_cm.cpp)
     caps.features = f;
     caps.max_qp_wr = static_cast<std::uint32_t>(
         std::min<std::size_t>({i.tx_attr->size, i.rx_attr->size, std::numeric_limits<std::uint32_t>::max()}));

@@ -152,6 +152,21 @@ int OfiCq::fd() {
     return event_fd_;
 }
 
+void OfiCq::reserve(std::uint32_t n, std::string_view queue) {
+    std::uint64_t now = reserved_.load(std::memory_order_acquire);
+    do {
+        if (now + n > depth_) {
+            throw Error(Errc::resource_exhausted,
+                        "the " + std::string(queue) + " queue needs " + std::to_string(n) + " entries of its CQ, which has " +
+                            std::to_string(depth_ - std::min<std::uint64_t>(now, depth_)) + " of " + std::to_string(depth_) +
+                            " left: libfabric's verbs provider keeps a CQ entry for every send and receive slot of the "
+                            "QPs on a CQ; create the CQ with depth >= " + std::to_string(now + n) +
+                            " or the QP with a smaller max_send/max_recv",
+                        backend_name, "create_qp");
+        }
+    } while (!reserved_.compare_exchange_weak(now, now + n, std::memory_order_acq_rel));
+}
+
 // ---- Queue pair setup
 
 OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
@@ -175,6 +190,10 @@ OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
     caps.max_recv = o.max_recv;
     caps.max_sge = o.max_sge;  // exactly what was asked, so that validation enforces it
     caps.max_inline = o.max_inline;  // what was asked: the ring keeps max_inline bytes per slot
+    if (profile_.provider == "verbs") {
+        send_entries_.take(*send_cq_, o.max_send, "send");
+        recv_entries_.take(*recv_cq_, o.max_recv, "receive");
+    }
     init_ring(send_, this, send_cq_.get(), true, o.max_send, caps.max_sge);
     if (o.max_inline > 0) {
         send_.inline_size = o.max_inline;
@@ -282,12 +301,13 @@ void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
     }
     int enabled = fi_enable(ep);
     if (enabled < 0 && profile_.provider.find(";ofi_rxm") != std::string::npos) {
-        // rxm opens its core CQ with (msg rx size + msg tx size) x FI_UNIVERSE_SIZE entries (256 by default),
-        // more than small devices give (rxe: 32767).
+        // rxm opens its core CQ with (msg rx size + msg tx size) x FI_UNIVERSE_SIZE entries (the backend makes
+        // that 16 unless the environment sets it; see prepare_libfabric).
+        const char* universe = std::getenv("FI_UNIVERSE_SIZE");
         fail(enabled, "fi_enable", "create_qp",
              "rxm could not open its " + profile_.provider.substr(0, profile_.provider.find(';')) +
-                 " CQ, sized by FI_UNIVERSE_SIZE (default 256): on a device with few CQ entries (rxe) set "
-                 "FI_UNIVERSE_SIZE=16 in the environment");
+                 " CQ, sized by FI_UNIVERSE_SIZE (now " + (universe ? universe : "unset") +
+                 "): a device with few CQ entries needs a smaller one");
     }
     check(enabled, "fi_enable", "create_qp");
     ep_ready_.store(true, std::memory_order_release);
@@ -404,6 +424,27 @@ void OfiQp::connect(std::span<const std::byte> bytes) {
     std::lock_guard lock(mu_);
     if (cm_ == Cm::failed) {
         throw Error(Errc::invalid_state, "connection handshake failed: " + cm_error_, backend_name, object);
+    }
+}
+
+void OfiQp::await_connected(std::chrono::steady_clock::time_point deadline, std::string_view call) {
+    while (state() == QpState::rtr) {
+        registry::drive_all(false);
+        progress_own();
+        if (state() != QpState::rtr) break;
+        if (std::chrono::steady_clock::now() > deadline) {
+            throw Error(std::make_error_code(std::errc::timed_out),
+                        "the connection handshake of QP " + std::to_string(qp_num) + " did not finish in time",
+                        backend_name, call);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    std::lock_guard lock(mu_);
+    if (cm_ == Cm::failed) {
+        throw Error(Errc::invalid_state, "connection handshake failed: " + cm_error_, backend_name, call);
+    }
+    if (state_.load(std::memory_order_acquire) != QpState::rts) {
+        throw Error(Errc::invalid_state, "the QP went to error while connecting", backend_name, call);
     }
 }
 

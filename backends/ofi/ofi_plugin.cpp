@@ -57,12 +57,17 @@ const detail::Plugin ofi_plugin{
 }  // namespace
 
 void prepare_libfabric() {
+    static constexpr const char* default_universe_size = "16";
     static std::once_flag once;
     std::call_once(once, [] {
         // libfabric's MR cache (verbs, and rxm over it) registers every cached region with all remote rights
         // and keeps it registered after fi_close: a region's rights and its deregistration would not hold.
         // It is read once, at libfabric's first call in the process; the user's own setting wins.
         ::setenv("FI_MR_CACHE_MAX_COUNT", "0", 0);
+        // A weft QP talks to exactly one peer, yet rxm sizes each endpoint's core CQ for the whole universe:
+        // (msg rx size + msg tx size) x FI_UNIVERSE_SIZE entries, 65536 with the default 256, which is more
+        // than small devices give (rxe: 32767) and megabytes per QP elsewhere. Same rule: the user's wins.
+        ::setenv("FI_UNIVERSE_SIZE", default_universe_size, 0);
     });
 }
 
