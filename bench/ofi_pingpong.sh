@@ -1,24 +1,54 @@
 #!/usr/bin/env bash
-# Prints weft-pingpong's latency on libfabric's host providers beside fi_pingpong's on the same provider,
-# measured in the same run, over loopback only (127.0.0.1).
-#   bench/ofi_pingpong.sh BUILD_DIR
-# fi_pingpong runs client and server as two processes and reports usec per one-way transfer; weft-pingpong
-# runs both QPs in one process and reports the round trip (two transfers).
+# Prints weft-pingpong's latency beside fi_pingpong's on the same libfabric provider, measured in the same
+# run: fi_pingpong (two processes), weft-ofi-smoke's two-process ping-pong (the QP addresses cross over
+# pipes) and weft-pingpong (both QPs in one process).
+#   bench/ofi_pingpong.sh BUILD_DIR            # host providers over loopback: tcp, shm, tcp;ofi_rxm
+#   bench/ofi_pingpong.sh BUILD_DIR guest      # in the Soft-RoCE guest: libfabric's verbs provider on rxe0,
+#                                              # and weft's native verbs backend (one process) beside it
+# fi_pingpong reports usec per transfer (one way: a round trip is two transfers); the smoke prints the
+# same; weft-pingpong gives the round-trip p50 and half of it. 64-byte messages.
 set -uo pipefail
 bin=$1/bin
-run_fi() {  # provider ep_type
-  timeout 60 fi_pingpong -p "$1" -e "$2" -I 1000 -S 64 >/dev/null 2>&1 &
+where=${2:-host}
+iters=1000
+
+fi_one_way() {  # provider ep_type server_address
+  timeout 60 fi_pingpong -p "$1" -e "$2" -I $iters -S 64 >/dev/null 2>&1 &
   local server=$!
   sleep 1
   local line
-  line=$(timeout 60 fi_pingpong -p "$1" -e "$2" -I 1000 -S 64 127.0.0.1 2>&1 | awk '$1 == "64" { print $7 }')
+  line=$(timeout 60 fi_pingpong -p "$1" -e "$2" -I $iters -S 64 "$3" 2>&1 | awk '$1 == "64" { print $7 }')
   wait "$server" 2>/dev/null
   echo "${line:-n/a}"
 }
-for spec in "tcp msg" "shm rdm"; do
+
+smoke_two_process() {  # config -> one-way us of weft-ofi-smoke's two-process ping-pong (addresses over pipes)
+  timeout 120 "$bin/weft-ofi-smoke" "$1" two-process 2>&1 |
+    awk '/ping-pong/ { for (i = 1; i <= NF; ++i) if ($i == "us") print $(i - 1) }'
+}
+
+weft_one_process() {  # config
+  "$bin/weft-pingpong" --backend "$1" --iters $iters 2>&1 | awk '/send\/recv/ { print $5 }'
+}
+
+half() { awk -v v="$1" 'BEGIN { if (v ~ /^[0-9.]+$/) printf "%.2f", v / 2; else print "n/a" }'; }
+
+row() {  # label fi_one_way smoke_one_way weft_one_process_round_trip
+  printf 'ofi_pingpong: %-28s fi_pingpong %8s us one-way | weft two processes (weft-ofi-smoke) %8s us one-way | weft-pingpong one process: round trip p50 %8s us (one-way %s)\n' \
+         "$1" "$2" "${3:-n/a}" "${4:-n/a}" "$(half "${4:-}")"
+}
+
+if [ "$where" = guest ]; then
+  ip=192.0.2.1
+  row "ofi:provider=verbs (rxe0)" "$(fi_one_way verbs msg "$ip")" "$(smoke_two_process ofi:provider=verbs,domain=rxe0)" \
+      "$(weft_one_process ofi:provider=verbs,domain=rxe0)"
+  printf 'ofi_pingpong: %-28s weft-pingpong one process: round trip p50 %8s us\n' "verbs:device=rxe0 (native)" \
+         "$(weft_one_process verbs:device=rxe0,gid_index=1)"
+  exit 0
+fi
+
+for spec in "tcp msg" "shm rdm" "tcp;ofi_rxm rdm"; do
   set -- $spec
-  fi=$(run_fi "$1" "$2")
-  weft=$("$bin/weft-pingpong" --backend "ofi:provider=$1" --iters 1000 2>&1 | awk '/send\/recv/ { print $5 }')
-  printf 'ofi_pingpong: %-4s fi_pingpong %s us per transfer (two processes) | weft-pingpong send/recv round trip p50 %s us (one process)\n' \
-         "$1" "$fi" "${weft:-n/a}"
+  row "ofi:provider=$1" "$(fi_one_way "$1" "$2" 127.0.0.1)" "$(smoke_two_process "ofi:provider=$1")" \
+      "$(weft_one_process "ofi:provider=$1")"
 done
