@@ -70,8 +70,8 @@ BOOST_AUTO_TEST_CASE(write_out_of_bounds_is_remote_access_error, *needs(Feature:
 
 BOOST_AUTO_TEST_CASE(write_without_remote_write_right_is_remote_access_error, *needs(Feature::remote_access_check)) {
     Pair p;
-    std::vector<std::byte> ro(4096);
-    auto ro_mr = p.b.domain.register_memory(ro, Access::local_write | Access::remote_read);
+    auto ro = p.b.memory(4096);
+    auto ro_mr = p.b.domain.register_memory(ro.bytes(), Access::local_write | Access::remote_read);
     BOOST_REQUIRE(p.a.qp.post_send({write(1, p.a.seg(0, 8), ro_mr.remote().slice(0, 8))}));
     auto c = next(p.a.cq);
     BOOST_TEST(c.status == WcStatus::remote_access);
@@ -80,8 +80,8 @@ BOOST_AUTO_TEST_CASE(write_without_remote_write_right_is_remote_access_error, *n
 BOOST_AUTO_TEST_CASE(read_without_remote_read_right_is_remote_access_error,
                      *needs(Feature::remote_access_check) * needs(Feature::read)) {
     Pair p;
-    std::vector<std::byte> wo(4096);
-    auto wo_mr = p.b.domain.register_memory(wo, Access::local_write | Access::remote_write);
+    auto wo = p.b.memory(4096);
+    auto wo_mr = p.b.domain.register_memory(wo.bytes(), Access::local_write | Access::remote_write);
     BOOST_REQUIRE(p.a.qp.post_send({read(1, p.a.seg(0, 8), wo_mr.remote().slice(0, 8))}));
     auto c = next(p.a.cq);
     BOOST_TEST(c.status == WcStatus::remote_access);
@@ -90,8 +90,8 @@ BOOST_AUTO_TEST_CASE(read_without_remote_read_right_is_remote_access_error,
 BOOST_AUTO_TEST_CASE(atomic_without_remote_atomic_right_is_remote_access_error,
                      *needs(Feature::remote_access_check) * needs(Feature::atomics)) {
     Pair p;
-    std::vector<std::byte> rw(4096);
-    auto rw_mr = p.b.domain.register_memory(rw, Access::local_write | Access::remote_write | Access::remote_read);
+    auto rw = p.b.memory(4096);
+    auto rw_mr = p.b.domain.register_memory(rw.bytes(), Access::local_write | Access::remote_write | Access::remote_read);
     BOOST_REQUIRE(p.a.qp.post_send({fetch_add(1, p.a.seg(0, 8), rw_mr.remote().slice(0, 8), 1)}));
     auto c = next(p.a.cq);
     BOOST_TEST(c.status == WcStatus::remote_access);
