@@ -151,7 +151,6 @@ Pair::Pair(QpOptions options, Access access) {
         s->allocate(buffer_size);
         s->mr = s->domain.register_memory(s->buf, access);
     }
-    current_pair = this;
     auto addr_a = a.qp.address();
     auto addr_b = b.qp.address();
     a.qp.connect(addr_b);
@@ -172,6 +171,7 @@ Pair::Pair(QpOptions options, Access access) {
             std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
     }
+    current_pair = this;
 }
 
 Pair::~Pair() {

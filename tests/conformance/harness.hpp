@@ -20,6 +20,7 @@
 #include <string_view>
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
