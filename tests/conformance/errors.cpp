@@ -70,8 +70,8 @@ BOOST_AUTO_TEST_CASE(write_out_of_bounds_is_remote_access_error, *needs(Feature:
 
 BOOST_AUTO_TEST_CASE(write_without_remote_write_right_is_remote_access_error, *needs(Feature::remote_access_check)) {
     Pair p;
-    std::vector<std::byte> ro(4096);
-    auto ro_mr = p.b.domain.register_memory(ro, Access::local_write | Access::remote_read);
+    auto ro = p.b.memory(4096);
+    auto ro_mr = p.b.domain.register_memory(ro.bytes(), Access::local_write | Access::remote_read);
     BOOST_REQUIRE(p.a.qp.post_send({write(1, p.a.seg(0, 8), ro_mr.remote().slice(0, 8))}));
     auto c = next(p.a.cq);
     BOOST_TEST(c.status == WcStatus::remote_access);
@@ -80,8 +80,8 @@ BOOST_AUTO_TEST_CASE(write_without_remote_write_right_is_remote_access_error, *n
 BOOST_AUTO_TEST_CASE(read_without_remote_read_right_is_remote_access_error,
                      *needs(Feature::remote_access_check) * needs(Feature::read)) {
     Pair p;
-    std::vector<std::byte> wo(4096);
-    auto wo_mr = p.b.domain.register_memory(wo, Access::local_write | Access::remote_write);
+    auto wo = p.b.memory(4096);
+    auto wo_mr = p.b.domain.register_memory(wo.bytes(), Access::local_write | Access::remote_write);
     BOOST_REQUIRE(p.a.qp.post_send({read(1, p.a.seg(0, 8), wo_mr.remote().slice(0, 8))}));
     auto c = next(p.a.cq);
     BOOST_TEST(c.status == WcStatus::remote_access);
@@ -90,8 +90,8 @@ BOOST_AUTO_TEST_CASE(read_without_remote_read_right_is_remote_access_error,
 BOOST_AUTO_TEST_CASE(atomic_without_remote_atomic_right_is_remote_access_error,
                      *needs(Feature::remote_access_check) * needs(Feature::atomics)) {
     Pair p;
-    std::vector<std::byte> rw(4096);
-    auto rw_mr = p.b.domain.register_memory(rw, Access::local_write | Access::remote_write | Access::remote_read);
+    auto rw = p.b.memory(4096);
+    auto rw_mr = p.b.domain.register_memory(rw.bytes(), Access::local_write | Access::remote_write | Access::remote_read);
     BOOST_REQUIRE(p.a.qp.post_send({fetch_add(1, p.a.seg(0, 8), rw_mr.remote().slice(0, 8), 1)}));
     auto c = next(p.a.cq);
     BOOST_TEST(c.status == WcStatus::remote_access);
@@ -213,7 +213,19 @@ BOOST_AUTO_TEST_CASE(error_flushes_outstanding_receives_in_order, *needs(Feature
     BOOST_TEST(recv_ids == (std::vector<std::uint64_t>{11, 12, 13}), boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(destroyed_peer_gives_transport_retry_exceeded) {
+// In one process the ofi backend tells a QP directly that its peer was destroyed; across processes only
+// the provider can, and on these the news does not reach the QP (shm, rxm, sockets: docs/backends/ofi.md,
+// "Differences" 4; verbs: seen in the Soft-RoCE guest). Remove an entry when its backend conforms.
+BOOST_AUTO_TEST_CASE(destroyed_peer_gives_transport_retry_exceeded,
+                     *weft::test::one_process_only_on({
+                         {"ofi-shm", "the write to the destroyed peer never completes (waited 60 s)"},
+                         {"ofi-tcp-rxm", "rxm retries the refused connection every 2 s and never completes the "
+                                         "write (waited 60 s)"},
+                         {"ofi-sockets", "the post fails with FI_ENOENT, which the backend reports as general"},
+                         {"ofi-verbs", "the write never completes (waited 60 s): the backend reads the QP's event "
+                                       "queue, where the disconnect arrives, only while connecting; the write is "
+                                       "flushed when the QP is destroyed"},
+                     })) {
     QpOptions o;
     o.timeout = 8;     // ~1 ms
     o.retry_cnt = 1;

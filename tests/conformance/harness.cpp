@@ -1,26 +1,36 @@
 // Conformance harness implementation: backend selection, pair setup, polling with deadlines.
 #include "harness.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <thread>
 
 namespace weft::test {
 namespace {
 
-std::string pick_config() {
-    auto& suite = boost::unit_test::framework::master_test_suite();
-    for (int i = 1; i < suite.argc; ++i) {
-        if (std::strncmp(suite.argv[i], "--backend=", 10) == 0) return suite.argv[i] + 10;
-    }
-    if (const char* env = std::getenv("WEFT_CONFORMANCE_BACKEND"); env && *env) return env;
-    return default_config();
-}
-
 bool is_sim() { return backend_caps().kind == BackendKind::sim; }
 
 const Pair* current_pair = nullptr;
+
+// Every Side alive, for keep_local_sides_moving().
+std::vector<Side*>& live_sides() {
+    static std::vector<Side*> sides;
+    return sides;
+}
+
+// In two processes each process drives its own side: the peer polls its CQs between commands, and this
+// process, while a case waits on a CQ of the peer, lets its own CQs progress without taking completions
+// from them (wait with a zero timeout). Providers that move data only inside CQ calls need it
+// (docs/backends/ofi.md, "Progress"); in one process the backend's idle poll does it.
+void keep_local_sides_moving() {
+    if (!backend_caps().has(Feature::wait)) return;
+    for (Side* s : live_sides()) {
+        if (s->cq && !peer::is_remote(s->cq)) s->cq.wait(std::chrono::nanoseconds(0));
+    }
+}
 
 std::ofstream* recorder() {
     static std::ofstream* out = [] () -> std::ofstream* {
@@ -35,7 +45,7 @@ std::ofstream* recorder() {
 
 std::string case_name() { return boost::unit_test::framework::current_test_case().full_name(); }
 
-std::uint64_t digest(const std::vector<std::byte>& buf) {
+std::uint64_t digest(std::span<const std::byte> buf) {
     std::uint64_t h = 1469598103934665603ull;
     for (auto b : buf) h = (h ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
     return h;
@@ -43,9 +53,18 @@ std::uint64_t digest(const std::vector<std::byte>& buf) {
 
 }  // namespace
 
+std::string config_from(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::strncmp(argv[i], "--backend=", 10) == 0) return argv[i] + 10;
+    }
+    if (const char* env = std::getenv("WEFT_CONFORMANCE_BACKEND"); env && *env) return env;
+    return default_config();
+}
+
 const std::string& backend_config() {
     static const std::string config = [] {
-        auto c = pick_config();
+        auto& suite = boost::unit_test::framework::master_test_suite();
+        auto c = config_from(suite.argc, suite.argv);
         BOOST_TEST_MESSAGE("conformance backend: " << c);
         return c;
     }();
@@ -68,6 +87,20 @@ boost::unit_test::precondition needs(Feature f) {
     });
 }
 
+boost::unit_test::precondition one_process_only_on(std::vector<ProcessGap> gaps) {
+    return boost::unit_test::precondition([gaps = std::move(gaps)](boost::unit_test::test_unit_id) {
+        boost::test_tools::assertion_result r(true);
+        if (!peer::active()) return r;
+        for (const auto& g : gaps) {
+            if (g.profile == backend_caps().profile) {
+                r = false;
+                r.message() << "two processes on '" << backend_config() << "': " << g.reason;
+            }
+        }
+        return r;
+    });
+}
+
 WcStatus expected(WcStatus spec, std::initializer_list<Deviation> deviations) {
     for (const auto& d : deviations) {
         if (d.profile == backend_caps().profile) return d.status;
@@ -86,22 +119,59 @@ bool Side::holds(std::size_t off, std::size_t len, std::uint8_t seed) const {
     return true;
 }
 
+Domain open_side_b() { return peer::active() ? peer::open(backend_config()) : open(backend_config()); }
+
+Memory::Memory(const Domain& dom, std::size_t bytes) {
+    if (peer::is_remote(dom)) {
+        shared_ = peer::Block(bytes);
+        bytes_ = shared_.bytes();
+    } else {
+        local_.assign(bytes, std::byte{0});
+        bytes_ = local_;
+    }
+}
+
+Side::Side() { live_sides().push_back(this); }
+
+Side::~Side() { std::erase(live_sides(), this); }
+
+void Side::allocate(std::size_t bytes) {
+    storage = memory(bytes);
+    buf = storage.bytes();
+}
+
 Pair::Pair(QpOptions options, Access access) {
     for (Side* s : {&a, &b}) {
-        s->domain = open(backend_config());
+        s->domain = s == &b ? open_side_b() : open(backend_config());
         s->cq = s->domain.create_cq({.depth = 1024});
         QpOptions o = options;
         o.send_cq = s->cq;
         o.recv_cq = s->cq;
         s->qp = s->domain.create_qp(o);
-        s->buf.assign(buffer_size, std::byte{0});
+        s->allocate(buffer_size);
         s->mr = s->domain.register_memory(s->buf, access);
     }
-    current_pair = this;
     auto addr_a = a.qp.address();
     auto addr_b = b.qp.address();
     a.qp.connect(addr_b);
     b.qp.connect(addr_a);
+    if (peer::active()) {
+        // In one process the backends finish both halves of a handshake inside connect(); across processes
+        // a handshake may still be under way: a Pair is connected when both QPs are ready to send.
+        const auto deadline = std::chrono::steady_clock::now() + completion_deadline;
+        for (;;) {
+            const QpState sa = a.qp.state();
+            const QpState sb = b.qp.state();
+            if (sa == QpState::rts && sb == QpState::rts) break;
+            if (sa == QpState::error || sb == QpState::error || std::chrono::steady_clock::now() > deadline) {
+                BOOST_FAIL("the pair did not connect across processes within " << completion_deadline.count()
+                           << " s: a is " << sa << ", b is " << sb);
+            }
+            keep_local_sides_moving();
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+    current_pair = this;
 }
 
 Pair::~Pair() {
@@ -131,11 +201,13 @@ void record(const CompletionQueue& cq, const Completion& c) {
 std::optional<Completion> maybe_next(CompletionQueue& cq, std::chrono::milliseconds patience) {
     Completion wc[1];
     auto deadline = std::chrono::steady_clock::now() + patience;
+    const bool remote = peer::is_remote(cq);
     do {
         if (!cq.poll(wc).empty()) {
             record(cq, wc[0]);
             return wc[0];
         }
+        if (remote) keep_local_sides_moving();
         if (!is_sim()) std::this_thread::sleep_for(std::chrono::microseconds(50));
     } while (std::chrono::steady_clock::now() < deadline);
     return std::nullopt;

@@ -3,7 +3,13 @@
 // Every case in tests/conformance runs against the configuration given as `-- --backend=CONFIG` (or
 // $WEFT_CONFORMANCE_BACKEND, or $WEFT_BACKEND, or "sim"). Cases that need an optional feature declare it
 // with `*weft::test::needs(Feature::x)`, which Boost.Test reports as a skip with the reason.
+//
+// With `--peer=process` side b of every Pair lives in a second process (peer.hpp); its handles are proxies,
+// and its memory comes from an arena both processes map. Memory a side's domain registers must therefore
+// come from Side::memory() (or Memory), never from a plain vector.
 #pragma once
+
+#include "peer.hpp"
 
 #include <weft/weft.hpp>
 
@@ -14,11 +20,14 @@
 #include <string_view>
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace weft::test {
 
+/// The backend configuration named by `--backend=CONFIG` in argv, or the environment (see above).
+std::string config_from(int argc, char** argv);
 /// The backend configuration under test.
 const std::string& backend_config();
 /// Capabilities of the backend under test (opened once).
@@ -34,6 +43,16 @@ struct Deviation {
     WcStatus status;
 };
 
+/// A stack that fails a case only when the suite runs in two processes, and why (named where it is used).
+struct ProcessGap {
+    std::string_view profile;
+    std::string_view reason;
+};
+
+/// A precondition decorator: in two-process mode the case is skipped, with the reason, on the profiles
+/// listed. Each gap is a known backend or provider shortcoming that one process does not show.
+boost::unit_test::precondition one_process_only_on(std::vector<ProcessGap> gaps);
+
 /// The status the backend under test must report where the specification says `spec`. Each deviation is
 /// listed at its test and in docs/semantics.md; the comparison stays exact.
 WcStatus expected(WcStatus spec, std::initializer_list<Deviation> deviations = {});
@@ -41,14 +60,42 @@ WcStatus expected(WcStatus spec, std::initializer_list<Deviation> deviations = {
 /// How long a helper waits for a completion on a real backend before failing.
 inline constexpr std::chrono::seconds completion_deadline{10};
 
+/// Opens the backend under test for a side b: in the peer process in two-process mode, here otherwise.
+Domain open_side_b();
+
+/// Zeroed bytes that `dom` can register: a vector when the domain is in this process, a block of the
+/// shared arena when it is in the peer process.
+class Memory {
+public:
+    Memory() = default;
+    Memory(const Domain& dom, std::size_t bytes);
+
+    std::span<std::byte> bytes() const noexcept { return bytes_; }
+
+private:
+    std::vector<std::byte> local_;
+    peer::Block shared_;
+    std::span<std::byte> bytes_;
+};
+
 /// One side: a domain, its CQ, a QP, and a registered buffer.
 struct Side {
+    Side();
+    ~Side();
+    Side(const Side&) = delete;
+    Side& operator=(const Side&) = delete;
+
     Domain domain;
     CompletionQueue cq;
     QueuePair qp;
-    std::vector<std::byte> buf;
+    Memory storage;              ///< what `buf` views; released after `mr`
+    std::span<std::byte> buf;
     MemoryRegion mr;
 
+    /// Zeroed bytes this side's domain can register.
+    Memory memory(std::size_t bytes) const { return Memory(domain, bytes); }
+    /// Makes `buf` a fresh zeroed buffer of `bytes` for this side's domain.
+    void allocate(std::size_t bytes);
     LocalSegment seg(std::size_t off, std::size_t len) const { return mr.slice(off, len); }
     RemoteRegion remote(std::size_t off, std::size_t len) const { return mr.remote().slice(off, len); }
     void fill(std::size_t off, std::size_t len, std::uint8_t seed);

@@ -4,6 +4,8 @@
 // Where to listen: $WEFT_CONFORMANCE_LISTEN (host:port) when set; otherwise "conformance:0" on the simulator,
 // 127.0.0.1:0 on ofi, and on verbs the IPv4 address of the domain's RoCE v2 GID, read from sysfs (on the
 // Soft-RoCE guest, 192.0.2.1:0). accept() and connect() both block, so the connector runs in a second thread.
+// In two-process mode (--peer=process) the connecting side lives in the peer process; listeners stay in this
+// one.
 #include "harness.hpp"
 #include "../support/expect_error.hpp"
 
@@ -73,15 +75,31 @@ std::string listen_address(const Domain& dom) {
     return "conformance:0";
 }
 
-// A side of the suite's Pair, not connected: on its own domain, or on `shared` when given (the accepting
-// QP must come from the listener's domain).
-void open_side(test::Side& s, Domain* shared = nullptr) {
-    if (!shared) s.domain = open(test::backend_config());
-    Domain& dom = shared ? *shared : s.domain;
+// A side of the suite's Pair, not connected, on `dom` (the accepting QP must come from the listener's
+// domain).
+void open_side(test::Side& s, Domain& dom) {
     s.cq = dom.create_cq({.depth = 256});
     s.qp = dom.create_qp({.send_cq = s.cq, .recv_cq = s.cq});
-    s.buf.assign(4096, std::byte{0});
+    s.storage = test::Memory(dom, 4096);
+    s.buf = s.storage.bytes();
     s.mr = dom.register_memory(s.buf, all_access);
+}
+
+// A listening or accepting side, on its own domain in this process.
+void open_side(test::Side& s) {
+    s.domain = open(test::backend_config());
+    open_side(s, s.domain);
+}
+
+// A connecting side, on its own domain: in the peer process in two-process mode.
+void open_connecting_side(test::Side& s) {
+    s.domain = test::open_side_b();
+    open_side(s, s.domain);
+}
+
+// For cases with no connecting side: in two-process mode they still run in this process alone.
+void note_one_process() {
+    if (test::peer::active()) BOOST_TEST_MESSAGE("this case has no connecting side: it runs in this process only");
 }
 
 // Runs connect(qp, address) in a thread while this one accepts into `accepting`; rethrows either's error.
@@ -154,7 +172,7 @@ BOOST_AUTO_TEST_SUITE(listener)
 BOOST_AUTO_TEST_CASE(connect_and_accept_then_data_moves_both_ways, *needs(Feature::listener)) {
     test::Side a, b;
     open_side(a);
-    open_side(b);
+    open_connecting_side(b);
     Listener lis = weft::listen(a.domain, listen_address(a.domain));
     BOOST_TEST_MESSAGE("listening on " << lis.address());
     BOOST_TEST(!contains(lis.address(), ":0"));  // the port the system chose, not the 0 asked for
@@ -171,8 +189,8 @@ BOOST_AUTO_TEST_CASE(one_listener_accepts_connections_one_after_another, *needs(
     for (int round = 0; round < 2; ++round) {
         BOOST_TEST_CONTEXT("connection " << round) {
             test::Side a, b;
-            open_side(a, &server.domain);
-            open_side(b);
+            open_side(a, server.domain);
+            open_connecting_side(b);
             connect_in_thread(lis, a.qp, b.qp);
             exchange_data(a, b);
         }
@@ -182,7 +200,7 @@ BOOST_AUTO_TEST_CASE(one_listener_accepts_connections_one_after_another, *needs(
 BOOST_AUTO_TEST_CASE(connect_where_nobody_listens_is_refused_in_time, *needs(Feature::listener)) {
     test::Side a, b;
     open_side(a);
-    open_side(b);
+    open_connecting_side(b);
     std::string address;
     {
         Listener lis = weft::listen(a.domain, listen_address(a.domain));
@@ -199,6 +217,7 @@ BOOST_AUTO_TEST_CASE(connect_where_nobody_listens_is_refused_in_time, *needs(Fea
 }
 
 BOOST_AUTO_TEST_CASE(accept_without_a_peer_times_out, *needs(Feature::listener)) {
+    note_one_process();
     test::Side a;
     open_side(a);
     Listener lis = weft::listen(a.domain, listen_address(a.domain));
@@ -213,6 +232,7 @@ BOOST_AUTO_TEST_CASE(accept_without_a_peer_times_out, *needs(Feature::listener))
 }
 
 BOOST_AUTO_TEST_CASE(listening_twice_on_one_address_is_refused, *needs(Feature::listener)) {
+    note_one_process();
     test::Side a;
     open_side(a);
     Listener first = weft::listen(a.domain, listen_address(a.domain));
@@ -222,6 +242,7 @@ BOOST_AUTO_TEST_CASE(listening_twice_on_one_address_is_refused, *needs(Feature::
 }
 
 BOOST_AUTO_TEST_CASE(malformed_listen_address_names_the_accepted_forms) {
+    note_one_process();
     test::Side a;
     open_side(a);
     for (const char* bad : {"no-port", "host:", ":7471", "host:65536", "host:12a", "[::1", "[::1]7471", "::1:7471",

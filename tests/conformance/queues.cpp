@@ -76,11 +76,11 @@ BOOST_AUTO_TEST_CASE(atomic_with_wrong_result_size_is_invalid, *needs(Feature::a
 }
 
 BOOST_AUTO_TEST_CASE(send_before_connect_is_not_connected) {
-    auto dom = open(weft::test::backend_config());
+    auto dom = weft::test::open_side_b();
     auto cq = dom.create_cq();
     auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
-    std::vector<std::byte> buf(64);
-    auto mr = dom.register_memory(buf, Access::local_write);
+    weft::test::Memory buf(dom, 64);
+    auto mr = dom.register_memory(buf.bytes(), Access::local_write);
     auto st = qp.post_send({send(1, mr.slice(0, 8))});
     BOOST_TEST((st.code() == PostStatus::Code::not_connected));
     // Receives may be posted before connecting.
