@@ -206,21 +206,6 @@ Resolved resolve(const detail::HostPort& where, bool passive, std::string_view c
     return r;
 }
 
-std::string endpoint_text(const sockaddr* sa) {
-    char host[INET6_ADDRSTRLEN] = {};
-    std::uint16_t port = 0;
-    if (sa->sa_family == AF_INET) {
-        const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-        ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        port = ntohs(in->sin_port);
-        return std::string(host) + ":" + std::to_string(port);
-    }
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    port = ntohs(in6->sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
-}
-
 // ---- The listener
 
 class OfiListener final : public detail::ListenerImpl {
@@ -249,7 +234,7 @@ public:
             ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&bound), &len);
             set_nonblocking(s.get(), listen_call);
             fd_ = std::move(s);
-            bound_ = endpoint_text(reinterpret_cast<const sockaddr*>(&bound));
+            bound_ = detail::sockaddr_text(reinterpret_cast<const sockaddr*>(&bound));
             return;
         }
         std::string hint;

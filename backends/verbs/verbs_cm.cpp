@@ -92,23 +92,7 @@ std::string ms_text(milliseconds t) { return std::to_string(t.count()) + " ms"; 
 
 // ---- Addresses
 
-std::string sockaddr_text(const sockaddr* sa) {
-    char host[INET6_ADDRSTRLEN] = {};
-    std::uint16_t port = 0;
-    if (sa->sa_family == AF_INET) {
-        const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-        ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        port = ntohs(in->sin_port);
-        return std::string(host) + ":" + std::to_string(port);
-    }
-    if (sa->sa_family == AF_INET6) {
-        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-        ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-        port = ntohs(in6->sin6_port);
-        return "[" + std::string(host) + "]:" + std::to_string(port);
-    }
-    return "(address family " + std::to_string(sa->sa_family) + ")";
-}
+using detail::sockaddr_text;
 
 struct SockAddr {
     sockaddr_storage storage{};

@@ -4,6 +4,10 @@
 #include <weft/error.hpp>
 #include <weft/listener.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -70,6 +74,21 @@ HostPort parse_host_port(std::string_view text, std::string_view backend, std::s
     if (port > 65535) bad_host_port(text, "the port " + std::to_string(port) + " exceeds 65535", backend, call);
     out.port = static_cast<std::uint16_t>(port);
     return out;
+}
+
+std::string sockaddr_text(const sockaddr* sa) {
+    char host[INET6_ADDRSTRLEN] = {};
+    if (sa->sa_family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+        ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+    }
+    if (sa->sa_family == AF_INET6) {
+        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+        ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+    }
+    return "(address family " + std::to_string(sa->sa_family) + ")";
 }
 
 std::unique_ptr<ListenerImpl> DomainImpl::listen(const HostPort&) { not_supported(*this, "listen"); }

@@ -5,6 +5,8 @@
 // inside the provider and let the write go once the read is done there: these cases do not apply.)
 #include <weft/weft.hpp>
 
+#include "support.hpp"
+
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -15,13 +17,7 @@
 
 namespace {
 
-std::string config() {
-    auto& suite = boost::unit_test::framework::master_test_suite();
-    for (int i = 1; i < suite.argc; ++i) {
-        if (std::strncmp(suite.argv[i], "--backend=", 10) == 0) return suite.argv[i] + 10;
-    }
-    return "ofi:provider=tcp";
-}
+std::string config() { return weft::test::ofi_config(); }
 
 struct Side {
     weft::Domain dom;

@@ -4,6 +4,7 @@
 #include <weft/weft.hpp>
 
 #include "../support/expect_error.hpp"
+#include "support.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -25,13 +26,7 @@ using weft::test::error_of;
 
 namespace {
 
-std::string config() {
-    auto& suite = boost::unit_test::framework::master_test_suite();
-    for (int i = 1; i < suite.argc; ++i) {
-        if (std::strncmp(suite.argv[i], "--backend=", 10) == 0) return suite.argv[i] + 10;
-    }
-    return "ofi:provider=tcp";
-}
+std::string config() { return weft::test::ofi_config(); }
 
 struct Side {
     weft::Domain dom;

@@ -28,6 +28,8 @@
 #include <weft/request.hpp>
 #include <weft/status.hpp>
 
+struct sockaddr;  // <sys/socket.h>
+
 namespace weft::detail {
 
 /// A registered region. The core reads the fields; the destructor of the derived class deregisters.
@@ -84,6 +86,10 @@ struct HostPort {
 /// Parses "HOST:PORT" or "[HOST]:PORT". Throws weft::Error (Errc::invalid_argument) naming the accepted
 /// forms, with `backend` and `call` in it.
 HostPort parse_host_port(std::string_view text, std::string_view backend, std::string_view call);
+
+/// "a.b.c.d:port" or "[v6]:port" for an IPv4 or IPv6 socket address (a `const sockaddr*`); names the
+/// family otherwise. For listeners' address() and error messages.
+std::string sockaddr_text(const ::sockaddr* sa);
 
 /// A listening endpoint of a backend (Feature::listener); see weft/listener.hpp for the contract.
 class ListenerImpl {
