@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -44,6 +45,8 @@ constexpr std::size_t arena_bytes = slot_bytes * slot_count;
 constexpr std::size_t max_message = 512 * 1024;
 /// How long the peer waits on its socket before polling its CQs again.
 constexpr long idle_poll_ns = 100'000;
+/// How long the suite waits for an answer beyond a command's own timeout before it gives the peer up.
+constexpr std::chrono::seconds answer_patience{30};
 
 struct State {
     pid_t child = -1;
@@ -481,8 +484,10 @@ int serve(int fd) {
     throw Error(Errc::internal, "the peer process cannot be reached: " + why, {}, peer_object);
 }
 
-// Sends `command` and returns the answer's results; rethrows the peer's weft::Error.
-std::vector<std::byte> call(const Writer& command) {
+// Sends `command` and returns the answer's results; rethrows the peer's weft::Error. A peer that does not
+// answer within `answer_patience` plus the command's own `timeout` is killed (a hung peer would otherwise
+// hang the suite).
+std::vector<std::byte> call(const Writer& command, std::chrono::nanoseconds timeout = {}) {
     State& s = state();
     std::lock_guard lock(s.call_mu);
     if (!s.gone.empty()) unreachable(s.gone);
@@ -498,6 +503,20 @@ std::vector<std::byte> call(const Writer& command) {
         }
         fail(std::string("send: ") + std::strerror(errno));
     }
+    const auto patience = std::chrono::ceil<std::chrono::milliseconds>(
+        answer_patience + std::clamp<std::chrono::nanoseconds>(timeout, {}, std::chrono::hours(24)));
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    for (;;) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        pollfd p{s.fd, POLLIN, 0};
+        const int n = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, left.count())));
+        if (n > 0) break;
+        if (n < 0 && errno != EINTR) fail(std::string("poll: ") + std::strerror(errno));
+        if (n == 0) {
+            ::kill(s.child, SIGKILL);
+            fail("no answer within " + std::to_string(patience.count()) + " ms; killed it");
+        }
+    }
     ssize_t len;
     do {
         len = ::recv(s.fd, s.answer.data(), s.answer.size(), MSG_TRUNC);
@@ -508,6 +527,13 @@ std::vector<std::byte> call(const Writer& command) {
     Reader r(std::span<const std::byte>(s.answer.data(), static_cast<std::size_t>(len)));
     if (r.get<std::uint8_t>() != 0) throw_error(r);
     return {s.answer.begin() + 1, s.answer.begin() + len};
+}
+
+// Whether the peer was lost (and that was reported already).
+bool peer_lost() {
+    State& s = state();
+    std::lock_guard lock(s.call_mu);
+    return !s.gone.empty();
 }
 
 // For destructors: the command is sent, and a failure is ignored (the peer may be gone already).
@@ -535,13 +561,16 @@ public:
             for (std::size_t i = 0; i < n; ++i) out[i] = r.get<Completion>();
             return n;
         } catch (const std::exception& e) {
-            // The case waiting on this CQ times out; say why.
-            std::fprintf(stderr, "weft-conformance: poll of CQ #%u in the peer process: %s\n", id_, e.what());
+            // The case waiting on this CQ times out; say why (a lost peer was reported when it was lost).
+            if (!peer_lost()) {
+                std::fprintf(stderr, "weft-conformance: poll of CQ #%u in the peer process: %s\n", id_, e.what());
+            }
             return 0;
         }
     }
     bool wait(std::chrono::nanoseconds timeout) override {
-        auto answer = call(Writer().put(Op::wait).put(id_).put(static_cast<std::int64_t>(timeout.count())));
+        auto answer =
+            call(Writer().put(Op::wait).put(id_).put(static_cast<std::int64_t>(timeout.count())), timeout);
         return Reader(answer).get<bool>();
     }
     int fd() override {
@@ -577,7 +606,9 @@ public:
             auto answer = call(Writer().put(Op::state).put(id_));
             return Reader(answer).get<QpState>();
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "weft-conformance: state of QP #%u in the peer process: %s\n", id_, e.what());
+            if (!peer_lost()) {
+                std::fprintf(stderr, "weft-conformance: state of QP #%u in the peer process: %s\n", id_, e.what());
+            }
             return QpState::error;
         }
     }
@@ -687,7 +718,8 @@ public:
         auto* proxy = dynamic_cast<ProxyQp*>(&qp);
         if (!proxy) throw Error(Errc::invalid_argument, "the QP is not in the peer process", caps.backend, "connect");
         call(Writer().put(Op::connect_to).put(proxy->id()).put_string(where.text())
-                 .put(static_cast<std::int64_t>(timeout.count())));
+                 .put(static_cast<std::int64_t>(timeout.count())),
+             timeout);
     }
 
 private:
