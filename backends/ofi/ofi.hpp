@@ -86,6 +86,9 @@ struct Profile {
     // progress thread only for blocking waits): idle pollers kick the other CQs of the process.
     bool needs_kicks = false;
     bool verbs_status = false;      // prov_errno is an ibv_wc_status (the verbs provider)
+    // No connection whose loss the provider reports (RDM: shm; rxm re-dials a vanished peer forever): the
+    // backend gives up on an unacknowledged RMA or atomic after the QP's transport deadline (see watch()).
+    bool silent_peer_loss = false;
     // Registrations are shared through libfabric's MR cache (two registrations of one buffer get one key,
     // with every remote right): a region's own rights are not enforced.
     bool mr_cache = false;
@@ -246,6 +249,18 @@ struct Slot {
     // Fenced on a provider without FI_FENCE: handed over only once the ring has no read or atomic out.
     bool fence_wait = false;
     std::atomic<bool> done{false};
+
+    // Counts one provider completion off; true when it was the last. A slot given up on at its QP's
+    // transport deadline has none left, and a late completion of it changes nothing.
+    bool complete_op() noexcept {
+        std::uint8_t left = ops_left.load(std::memory_order_acquire);
+        while (left != 0) {
+            if (ops_left.compare_exchange_weak(left, static_cast<std::uint8_t>(left - 1), std::memory_order_acq_rel)) {
+                return left == 1;
+            }
+        }
+        return false;
+    }
 };
 
 inline constexpr std::uint64_t no_seq = ~0ull;
@@ -417,6 +432,11 @@ public:
     void lower_origin(Slot& s) noexcept;
     // The connected peer QP, in this process, is being destroyed.
     void peer_gone() noexcept;
+    // Looks for a peer lost without the provider saying so (registry::watch_all, about once a millisecond
+    // from idle polls): MSG endpoints read their event queue for the peer's disconnect; on providers with
+    // silent_peer_loss, an RMA or atomic request that stays first and unfinished for longer than the
+    // transport deadline puts the QP in error with transport_retry_exceeded. Tries the QP's lock only.
+    void watch(std::chrono::steady_clock::time_point now) noexcept;
     bool in_error() const noexcept { return error_.load(std::memory_order_acquire); }
     std::uint64_t nonce() const noexcept { return nonce_; }
     std::uint64_t peer_nonce() const noexcept { return peer_nonce_.load(std::memory_order_acquire); }
@@ -434,7 +454,8 @@ private:
     void accept_request(fi_info* request) noexcept;
     void established() noexcept;
     void connection_failed(int err) noexcept;
-    void teardown() noexcept;
+    void disconnected() noexcept;
+    void give_up(std::uint64_t seq) noexcept;
 
     // Data path (ofi_datapath.cpp)
     bool prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept;
@@ -487,6 +508,11 @@ private:
     // The status of the request at the error origin when it has none of its own (connection lost).
     std::atomic<WcStatus> origin_status_{WcStatus::general};
     std::uint32_t origin_vendor_err_ = 0;
+    // timeout x (retry_cnt + 1) from the QP's options, zero when timeout is 0 (infinite); the request
+    // watch() last found first and unfinished, and since when.
+    std::chrono::nanoseconds transport_deadline_{0};
+    std::uint64_t watched_seq_ = no_seq;
+    std::chrono::steady_clock::time_point watched_since_{};
 };
 
 // ---- Process-wide bookkeeping: QPs by nonce, QPs that need driving, CQs that need manual progress
@@ -506,6 +532,11 @@ void drop_attention(OfiQp* qp);
 // Drives every QP that needs it (connecting or backlogged). Cheap when none does.
 void drive_all(bool try_only) noexcept;
 bool attention_pending() noexcept;
+
+// Connected QPs that watch() looks after; watch_all() runs it on each, at most about once a millisecond.
+void add_watched(OfiQp* qp);
+void remove_watched(OfiQp* qp);
+void watch_all() noexcept;
 
 void add_manual(OfiCq* cq);
 void remove_manual(OfiCq* cq);

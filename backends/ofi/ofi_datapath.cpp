@@ -80,6 +80,8 @@ WcStatus map_error(const Profile& p, int err, int prov_errno) noexcept {
         case FI_ENORX: return WcStatus::rnr_retry_exceeded;
         case FI_EINVAL: return WcStatus::remote_invalid_request;
         case FI_EOPBADSTATE: return WcStatus::local_qp_operation;
+        // sockets: the connection of a MSG endpoint is gone (posts and completions both say so).
+        case FI_ENOENT: return p.ep_type == FI_EP_MSG ? WcStatus::transport_retry_exceeded : WcStatus::general;
         case FI_EREMOTEIO: return WcStatus::remote_operation;
         default: return WcStatus::general;
     }
@@ -494,6 +496,14 @@ void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason)
     origin.error_origin.compare_exchange_strong(none, origin_seq, std::memory_order_acq_rel);
     none = no_seq;
     origin.flush_from.compare_exchange_strong(none, origin_seq + 1, std::memory_order_acq_rel);
+    // On the other queue, requests the provider had finished before this moment keep their status (a
+    // message that arrived before the peer went away is delivered); the rest complete flushed.
+    Ring& other = &origin == &send_ ? recv_ : send_;
+    const std::uint64_t tail = other.tail.load(std::memory_order_acquire);
+    std::uint64_t first_open = other.freed.load(std::memory_order_acquire);
+    while (first_open < tail && other.at(first_open).done.load(std::memory_order_acquire)) ++first_open;
+    none = no_seq;
+    other.flush_from.compare_exchange_strong(none, first_open, std::memory_order_acq_rel);
     if (error_.exchange(true, std::memory_order_acq_rel)) return;
     state_.store(QpState::error, std::memory_order_release);
     send_.direct.store(false, std::memory_order_release);
@@ -595,7 +605,7 @@ void OfiCq::absorb(const fi_cq_data_entry& e) noexcept {
             }
         }
     }
-    if (s.ops_left.fetch_sub(1, std::memory_order_acq_rel) == 1) slot_finished(s);
+    if (s.complete_op()) slot_finished(s);
 }
 
 void OfiCq::absorb_error() noexcept {
@@ -616,9 +626,10 @@ void OfiCq::absorb_error() noexcept {
     const int code = err.err < 0 ? -err.err : err.err;
     const int prov = err.prov_errno < 0 ? -err.prov_errno : err.prov_errno;
     WcStatus st = map_error(*profile_, code, err.prov_errno);
-    // weft cancels only after the QP is in error; a cancellation before that is the provider tearing the
-    // connection down (tcp does so when the peer closes it, or when the peer refused an access).
-    if (code == FI_ECANCELED && !already) st = WcStatus::transport_retry_exceeded;
+    // weft cancels only after the QP is in error; a cancellation or flush before that is the provider
+    // tearing the connection down (tcp does so when the peer closes it, or when the peer refused an access;
+    // the verbs provider flushes once the peer disconnected, see OfiQp::disconnected).
+    if ((code == FI_ECANCELED || st == WcStatus::flushed) && !already) st = WcStatus::transport_retry_exceeded;
     if (s.status == WcStatus::success) {
         s.status = st;
         s.vendor_err = static_cast<std::uint32_t>(prov != 0 ? prov : code);
@@ -629,7 +640,7 @@ void OfiCq::absorb_error() noexcept {
     } else {
         qp.enter_error(r, s.seq, st == WcStatus::flushed ? WcStatus::general : st);
     }
-    if (s.ops_left.fetch_sub(1, std::memory_order_acq_rel) == 1) slot_finished(s);
+    if (s.complete_op()) slot_finished(s);
 }
 
 std::size_t OfiCq::pump() noexcept {
@@ -731,8 +742,9 @@ std::size_t OfiCq::poll_here(std::span<Completion> out) noexcept {
         }
     }
     if (n == 0) {
-        // Idle: peers in this process may need this thread to make progress.
+        // Idle: peers in this process may need this thread to make progress, and QPs may have lost theirs.
         if (profile_->needs_kicks) registry::kick_others(this);
+        registry::watch_all();
         if (wait_fd_ >= 0) arm_fd();
     }
     return n;
@@ -758,6 +770,7 @@ bool OfiCq::wait_step() noexcept {
     if (registry::attention_pending()) registry::drive_all(true);
     if (deliverable()) return true;
     if (profile_->needs_kicks) registry::kick_others(this);
+    registry::watch_all();
     return false;
 }
 

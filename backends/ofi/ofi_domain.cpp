@@ -300,6 +300,7 @@ void OfiDomain::choose_info(const Config& cfg) {
     p.needs_kicks = i.domain_attr->data_progress == FI_PROGRESS_MANUAL || p.provider != "verbs";
     // Only the verbs provider itself: rxm over it reports errors of its own protocol too.
     p.verbs_status = p.provider == "verbs";
+    p.silent_peer_loss = p.ep_type == FI_EP_RDM;
     p.inject_size = i.tx_attr->inject_size;
     p.iov_limit = static_cast<std::uint32_t>(std::max<std::size_t>(
         1, std::min({i.tx_attr->iov_limit, i.rx_attr->iov_limit, std::size_t{64}})));

@@ -32,6 +32,8 @@ constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byt
 constexpr std::uint8_t address_version = 1;
 constexpr std::size_t address_header = 24;
 constexpr std::chrono::seconds local_handshake_limit{10};
+// The least time the first request of an RDM QP gets before its transport deadline (see OfiQp::watch).
+constexpr std::chrono::nanoseconds first_request_floor = std::chrono::seconds(1);
 
 std::uint8_t address_flags(const Profile& p) noexcept {
     return static_cast<std::uint8_t>((p.emulated_imm ? 1u : 0u) | (p.native_imm ? 2u : 0u));
@@ -186,6 +188,10 @@ OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
     nonce_ = fresh_nonce();
 
     const QpOptions& o = setup.options;
+    if (o.timeout != 0) {
+        // 4.096 us x 2^timeout per try, retry_cnt retries after the first.
+        transport_deadline_ = std::chrono::nanoseconds(4096ll << std::min<int>(o.timeout, 31)) * (o.retry_cnt + 1);
+    }
     caps.max_send = o.max_send;
     caps.max_recv = o.max_recv;
     caps.max_sge = o.max_sge;  // exactly what was asked, so that validation enforces it
@@ -379,6 +385,7 @@ void OfiQp::connect(std::span<const std::byte> bytes) {
             connect_called_.store(true, std::memory_order_release);
             if (!error_.load(std::memory_order_acquire)) state_.store(QpState::rts, std::memory_order_release);
             refresh_direct();
+            if (profile_.silent_peer_loss && transport_deadline_.count() != 0) registry::add_watched(this);
             return;
         }
         if (peer_nonce == nonce_) {
@@ -510,6 +517,10 @@ bool OfiQp::drive_cm() noexcept {
                 if (cm->info) fi_freeinfo(cm->info);
                 break;
             case FI_SHUTDOWN:
+                if (cm_ == Cm::done) {
+                    disconnected();
+                    return false;
+                }
                 connection_failed(FI_ECONNRESET);
                 break;
             default:
@@ -545,6 +556,12 @@ void OfiQp::established() noexcept {
     if (!error_.load(std::memory_order_acquire)) state_.store(QpState::rts, std::memory_order_release);
     post_range(send_);
     refresh_direct();
+    // From now on the peer's disconnect arrives on the event queue only (FI_SHUTDOWN): watch() reads it.
+    try {
+        registry::add_watched(this);
+    } catch (...) {
+        // Out of memory: the peer's loss is then reported only by the provider's own completions.
+    }
 }
 
 // The handshake failed or the peer went away before it finished: the QP goes to error and the first
@@ -561,7 +578,77 @@ void OfiQp::connection_failed(int err) noexcept {
     post_range(recv_);
 }
 
-// Called with the registry's lock held by the peer's destructor. Libfabric does not always survive a
+// The connected peer disconnected (FI_SHUTDOWN, read by watch()). Completions the provider produced before
+// are still to be read and keep their status, so the QP does not go to error here: shutting the endpoint
+// down makes the provider end what it still holds (rxe would retry a write to a destroyed QP without end),
+// after those completions, and the first of them puts the QP in error as transport_retry_exceeded
+// (OfiCq::absorb_error); with nothing outstanding, the next send finds out (as after peer_gone()).
+void OfiQp::disconnected() noexcept {
+    peer_gone();
+    if (ep_) fi_shutdown(ep_.get(), 0);
+}
+
+void OfiQp::watch(std::chrono::steady_clock::time_point now) noexcept {
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock() || error_.load(std::memory_order_acquire) || peer_gone_.load(std::memory_order_acquire)) {
+        return;
+    }
+    if (profile_.ep_type == FI_EP_MSG) {
+        if (cm_ == Cm::done) drive_cm();
+        return;
+    }
+    if (!profile_.silent_peer_loss || transport_deadline_.count() == 0) return;
+    // The first request of the send queue not finished yet: only one the peer's provider acknowledges by
+    // itself may run out of time; a send (or the marker of a write_with_imm) may be waiting for a receive,
+    // which is RNR, and these providers wait for receives forever.
+    Ring& r = send_;
+    const std::uint64_t tail = r.tail.load(std::memory_order_acquire);
+    std::uint64_t seq = r.freed.load(std::memory_order_acquire);
+    while (seq < tail && r.at(seq).done.load(std::memory_order_acquire)) ++seq;
+    auto acked_by_peer_provider = [](const Slot& s) {
+        auto rma = [](OpKind k) { return k == OpKind::write || k == OpKind::read || fence_orders(k); };
+        return rma(s.kind[0]) && (s.kind[1] == OpKind::none || rma(s.kind[1]));
+    };
+    if (seq == tail || !acked_by_peer_provider(r.at(seq))) {
+        watched_seq_ = no_seq;
+        return;
+    }
+    if (seq != watched_seq_) {
+        watched_seq_ = seq;
+        watched_since_ = now;
+        return;
+    }
+    // rxm opens the connection underneath with the QP's first request, and the peer's side of that
+    // handshake runs only when the peer polls: until one request has finished, allow for it.
+    const auto deadline = seq == 0 ? std::max(transport_deadline_, first_request_floor) : transport_deadline_;
+    if (now - watched_since_ >= deadline) give_up(seq);
+}
+
+// The request at `seq` outlived the transport deadline: the QP goes to error with it as the origin, and
+// its operations and those of later requests still at the provider are given up (the provider keeps them
+// until the endpoint closes; complete_op() ignores their completions if they ever come).
+void OfiQp::give_up(std::uint64_t seq) noexcept {
+    origin_vendor_err_ = FI_ETIMEDOUT;
+    enter_error(send_, seq, WcStatus::transport_retry_exceeded);
+    const std::uint64_t posted = send_.posted.load(std::memory_order_relaxed);
+    for (std::uint64_t i = seq; i < posted; ++i) {
+        Slot& s = send_.at(i);
+        if (s.ops_posted == 0) continue;
+        s.ops_total = s.ops_posted;  // what was not handed over never will be
+        if (s.ops_left.exchange(0, std::memory_order_acq_rel) == 0) continue;
+        if (i == seq) {
+            s.status = WcStatus::transport_retry_exceeded;
+            s.vendor_err = FI_ETIMEDOUT;
+        }
+        s.done.store(true, std::memory_order_release);
+    }
+    post_range(send_);
+    post_range(recv_);
+    refresh_direct();
+    send_.cq->notify(send_);
+}
+
+// Called with the registry's lock held by the peer's destructor (or by disconnected()). Libfabric does not always survive a
 // post to a peer endpoint closed in the same process (shm 1.17 faults in fi_writemsg), and RC reports a
 // vanished peer as transport_retry_exceeded: the next send does so without reaching the provider.
 void OfiQp::peer_gone() noexcept {
@@ -570,6 +657,7 @@ void OfiQp::peer_gone() noexcept {
 }
 
 OfiQp::~OfiQp() {
+    registry::remove_watched(this);
     registry::remove_live(this);
     if (std::uint64_t peer = peer_nonce_.load(std::memory_order_acquire); peer != 0) registry::tell_peer_gone(peer);
     registry::drop_attention(this);

@@ -198,7 +198,10 @@ int requester(const std::string& config, int in, int out) {
         (void)a.qp.post_recv({weft::recv(400, a.mr.slice(60000, 64))});
         (void)a.qp.post_send({weft::send(401, a.mr.slice(60100, 64))});
         for (int want = 2; want > 0; --want) {
-            if (!a.next().ok()) throw std::runtime_error("ping-pong completion failed");
+            if (auto got = a.next(); !got.ok()) {
+                std::cout << "[requester] round " << rounds << ": " << got << '\n';
+                throw std::runtime_error("ping-pong completion failed");
+            }
         }
     }
     auto t1 = std::chrono::steady_clock::now();

@@ -87,20 +87,6 @@ boost::unit_test::precondition needs(Feature f) {
     });
 }
 
-boost::unit_test::precondition one_process_only_on(std::vector<ProcessGap> gaps) {
-    return boost::unit_test::precondition([gaps = std::move(gaps)](boost::unit_test::test_unit_id) {
-        boost::test_tools::assertion_result r(true);
-        if (!peer::active()) return r;
-        for (const auto& g : gaps) {
-            if (g.profile == backend_caps().profile) {
-                r = false;
-                r.message() << "two processes on '" << backend_config() << "': " << g.reason;
-            }
-        }
-        return r;
-    });
-}
-
 WcStatus expected(WcStatus spec, std::initializer_list<Deviation> deviations) {
     for (const auto& d : deviations) {
         if (d.profile == backend_caps().profile) return d.status;

@@ -43,16 +43,6 @@ struct Deviation {
     WcStatus status;
 };
 
-/// A stack that fails a case only when the suite runs in two processes, and why (named where it is used).
-struct ProcessGap {
-    std::string_view profile;
-    std::string_view reason;
-};
-
-/// A precondition decorator: in two-process mode the case is skipped, with the reason, on the profiles
-/// listed. Each gap is a known backend or provider shortcoming that one process does not show.
-boost::unit_test::precondition one_process_only_on(std::vector<ProcessGap> gaps);
-
 /// The status the backend under test must report where the specification says `spec`. Each deviation is
 /// listed at its test and in docs/semantics.md; the comparison stays exact.
 WcStatus expected(WcStatus spec, std::initializer_list<Deviation> deviations = {});

@@ -1,0 +1,213 @@
+// The transport deadline the backend keeps where the provider never reports a lost peer (RDM endpoints:
+// shm, rxm): an RMA or atomic request that stays unfinished for timeout x (retry_cnt + 1) fails with
+// transport_retry_exceeded (the QP's first request gets at least 1 s: rxm connects with it). It must not touch what real RC does not time out: a send waiting for a receive
+// (RNR, which these providers wait for forever), or requests to a peer that answers. timeout = 0 means
+// infinite, as on a real QP. The lost peer itself is covered by the conformance suite in two processes
+// (errors/destroyed_peer_gives_transport_retry_exceeded).
+#include <weft/weft.hpp>
+
+#include "support.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::string config() { return weft::test::ofi_config(); }
+
+// About 2 ms: 4.096 us x 2^8 per try, two tries.
+weft::QpOptions short_deadline() {
+    weft::QpOptions o;
+    o.timeout = 8;
+    o.retry_cnt = 1;
+    return o;
+}
+
+struct Side {
+    weft::Domain dom;
+    weft::CompletionQueue cq;
+    weft::QueuePair qp;
+    std::vector<std::byte> buf = std::vector<std::byte>(4096, std::byte{0});
+    weft::MemoryRegion mr;
+
+    explicit Side(weft::QpOptions o = {}) : dom(weft::open(config())) {
+        cq = dom.create_cq({.depth = 256});
+        o.send_cq = cq;
+        o.recv_cq = cq;
+        qp = dom.create_qp(o);
+        mr = dom.register_memory(buf, weft::all_access);
+    }
+};
+
+// Polls `cq` for up to `limit`; false when nothing came.
+bool poll_for(weft::CompletionQueue& cq, weft::Completion& out, std::chrono::milliseconds limit) {
+    weft::Completion wc[1];
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (cq.poll(wc).empty()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+    }
+    out = wc[0];
+    return true;
+}
+
+// A precondition: the deadline exists only on RDM endpoints.
+boost::test_tools::assertion_result rdm_only(boost::unit_test::test_unit_id) {
+    boost::test_tools::assertion_result r(weft::open(config()).capabilities().device.ends_with("(rdm)"));
+    if (!r) r.message() << config() << " has MSG endpoints, which report a lost peer themselves";
+    return r;
+}
+
+void write_all(int fd, const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    while (n > 0) {
+        ssize_t w = ::write(fd, b, n);
+        if (w <= 0) throw std::runtime_error("pipe write failed");
+        b += w;
+        n -= static_cast<std::size_t>(w);
+    }
+}
+
+void read_all(int fd, void* p, std::size_t n) {
+    auto* b = static_cast<std::byte*>(p);
+    while (n > 0) {
+        ssize_t r = ::read(fd, b, n);
+        if (r <= 0) throw std::runtime_error("pipe read failed");
+        b += r;
+        n -= static_cast<std::size_t>(r);
+    }
+}
+
+void send_blob(int fd, const std::vector<std::byte>& v) {
+    auto n = static_cast<std::uint32_t>(v.size());
+    write_all(fd, &n, sizeof n);
+    write_all(fd, v.data(), v.size());
+}
+
+std::vector<std::byte> receive_blob(int fd) {
+    std::uint32_t n = 0;
+    read_all(fd, &n, sizeof n);
+    std::vector<std::byte> v(n);
+    read_all(fd, v.data(), n);
+    return v;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(peer_loss)
+
+BOOST_AUTO_TEST_CASE(writes_to_a_peer_that_answers_outlive_a_short_deadline) {
+    Side a(short_deadline()), b;
+    a.qp.connect(b.qp.address());
+    b.qp.connect(a.qp.address());
+    weft::Completion c;
+    for (std::uint64_t i = 0; i < 300; ++i) {
+        BOOST_REQUIRE(a.qp.post_send({weft::write(i, a.mr.slice(0, 64), b.mr.remote().slice(64, 64))}));
+        BOOST_REQUIRE(poll_for(a.cq, c, std::chrono::seconds(10)));
+        BOOST_REQUIRE_MESSAGE(c.ok(), "write " << i << ": " << c);
+    }
+    BOOST_TEST(a.qp.state() == weft::QpState::rts);
+}
+
+BOOST_AUTO_TEST_CASE(a_send_waiting_for_a_receive_is_not_timed_out) {
+    Side a(short_deadline()), b;
+    a.qp.connect(b.qp.address());
+    b.qp.connect(a.qp.address());
+    // A first request that finishes: the deadline then applies in full (see OfiQp::watch).
+    weft::Completion c;
+    BOOST_REQUIRE(a.qp.post_send({weft::write(0, a.mr.slice(0, 8), b.mr.remote().slice(64, 8))}));
+    BOOST_REQUIRE(poll_for(a.cq, c, std::chrono::seconds(10)));
+    BOOST_REQUIRE(c.ok());
+    BOOST_REQUIRE(a.qp.post_send({weft::send(1, a.mr.slice(0, 32))}));
+    // Both sides poll (so every provider progresses) for 25 deadlines without a receive. Providers that
+    // buffer the message complete the send; none may fail it.
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    bool sent = false, target_completed = false;
+    while (std::chrono::steady_clock::now() < until) {
+        if (!sent && poll_for(a.cq, c, std::chrono::milliseconds(1))) {
+            BOOST_TEST_REQUIRE(c.ok(), "the send waiting for a receive failed: " << c);
+            sent = true;
+        }
+        weft::Completion wc[1];
+        target_completed |= !b.cq.poll(wc).empty();
+    }
+    BOOST_TEST(!target_completed);
+    BOOST_TEST(a.qp.state() == weft::QpState::rts);
+    BOOST_REQUIRE(b.qp.post_recv({weft::recv(2, b.mr.slice(0, 64))}));
+    BOOST_REQUIRE(poll_for(b.cq, c, std::chrono::seconds(10)));
+    BOOST_TEST(c.ok());
+    BOOST_TEST(c.byte_len == 32u);
+    if (!sent) {
+        BOOST_REQUIRE(poll_for(a.cq, c, std::chrono::seconds(10)));
+        BOOST_TEST(c.ok());
+        BOOST_TEST(c.id == 1u);
+    }
+}
+
+// A peer process that connects and exits: with timeout = 0 (infinite) the write to it stays outstanding
+// where the provider never reports the loss; with a finite timeout it fails after the deadline.
+BOOST_AUTO_TEST_CASE(timeout_zero_waits_for_a_lost_peer_forever, *boost::unit_test::precondition(rdm_only)) {
+    for (std::uint8_t timeout : {std::uint8_t{0}, std::uint8_t{8}}) {
+        int to_child[2], to_parent[2];
+        BOOST_REQUIRE(::pipe(to_child) == 0 && ::pipe(to_parent) == 0);
+        std::fflush(nullptr);
+        pid_t pid = ::fork();
+        BOOST_REQUIRE(pid >= 0);
+        if (pid == 0) {
+            int rc = 0;
+            try {
+                Side peer;
+                send_blob(to_parent[1], peer.qp.address());
+                auto region = peer.mr.remote().encode();
+                write_all(to_parent[1], region.data(), region.size());
+                peer.qp.connect(receive_blob(to_child[0]));
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "peer process: %s\n", e.what());
+                rc = 1;
+            }
+            char gone = 1;  // the QP and its domain are destroyed
+            (void)::write(to_parent[1], &gone, 1);
+            ::_exit(rc);
+        }
+        ::close(to_child[0]);
+        ::close(to_parent[1]);
+        weft::QpOptions o = short_deadline();
+        o.timeout = timeout;
+        Side a(o);
+        auto peer_address = receive_blob(to_parent[0]);
+        weft::RemoteRegion::Encoded region{};
+        read_all(to_parent[0], region.data(), region.size());
+        send_blob(to_child[1], a.qp.address());
+        a.qp.connect(peer_address);
+        char gone = 0;
+        read_all(to_parent[0], &gone, 1);
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        BOOST_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        ::close(to_child[1]);
+        ::close(to_parent[0]);
+
+        auto dst = weft::RemoteRegion::decode(region);
+        BOOST_REQUIRE(a.qp.post_send({weft::write(7, a.mr.slice(0, 8), dst.slice(0, 8))}));
+        weft::Completion c;
+        if (timeout == 0) {
+            BOOST_TEST(!poll_for(a.cq, c, std::chrono::milliseconds(200)), "timeout 0 completed: " << c);
+            BOOST_TEST(a.qp.state() == weft::QpState::rts);
+        } else {
+            BOOST_REQUIRE(poll_for(a.cq, c, std::chrono::seconds(5)));
+            BOOST_TEST(c.id == 7u);
+            BOOST_TEST(c.status == weft::WcStatus::transport_retry_exceeded);
+            BOOST_TEST(a.qp.state() == weft::QpState::error);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
