@@ -14,7 +14,8 @@
 //   verbs  an IP address (or name) of the RDMA device's network interface, through rdma_cm: "192.0.2.1:7471",
 //          "[fe80::1%d0]:7471", "0.0.0.0:0" (any address, a free port)
 //   sim    a name in the simulated fabric, registered while the Listener lives: "server:1", "conformance:0"
-//   ofi    not supported (Feature::listener is absent): exchange QueuePair::address() out of band
+//   ofi    an IP address (or name) of this machine, whatever the provider: a TCP rendezvous carries the QP
+//          addresses, "127.0.0.1:0" on one machine
 #pragma once
 
 #include <chrono>
