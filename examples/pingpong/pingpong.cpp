@@ -297,44 +297,50 @@ struct Side {
         post_send(weft::send(0xc0000000u + static_cast<std::uint32_t>(m.kind), ctl_mr.slice(0, control_size)));
     }
 
-    [[noreturn]] void stalled(const std::string& what) const {
+    // What a wait was for, for its error message: `what`, and round trip `i` unless negative. Built only on
+    // failure, so that the waits cost nothing extra between the clock readings.
+    std::string waiting_for(const char* what, int i) const {
+        return std::string(what) + (i >= 0 ? " " + std::to_string(i) : std::string());
+    }
+    [[noreturn]] void stalled(const char* what, int i) const {
         fail(std::string(role) + ": no completion for " + std::to_string(stall_limit.count()) + " s while waiting for " +
-             what + " (" + std::to_string(sends_in_flight) + " sends in flight, QP state " +
+             waiting_for(what, i) + " (" + std::to_string(sends_in_flight) + " sends in flight, QP state " +
              std::string(weft::to_string(qp.state())) + ")");
     }
-    void check_ok(const weft::Completion& c, const std::string& what) const {
+    void check_ok(const weft::Completion& c, const char* what, int i) const {
         if (c.ok()) return;
         fail(std::string(role) + ": error completion (id " + std::to_string(c.id) + ", " +
-             std::string(weft::to_string(c.opcode)) + ") while waiting for " + what + ": " +
+             std::string(weft::to_string(c.opcode)) + ") while waiting for " + waiting_for(what, i) + ": " +
              std::string(weft::to_string(c.status)) + " (" + std::string(weft::describe(c.status)) + ")");
     }
 
-    // Polls until a receive completes and returns it; send completions on the way are counted off.
-    weft::Completion next_recv(const std::string& what) {
+    // Polls until a receive completes and returns it; send completions on the way are counted off. One
+    // completion per poll, so that a receive completing beside a send is never passed over.
+    weft::Completion next_recv(const char* what, int i = -1) {
         weft::Completion wc[1];
         auto last = std::chrono::steady_clock::now();
         for (unsigned idle = 0;;) {
             if (cq.poll(wc).empty()) {
-                if (++idle % 4096 == 0 && std::chrono::steady_clock::now() - last > stall_limit) stalled(what);
+                if (++idle % 4096 == 0 && std::chrono::steady_clock::now() - last > stall_limit) stalled(what, i);
                 continue;
             }
-            check_ok(wc[0], what);
+            check_ok(wc[0], what, i);
             if (wc[0].is_recv()) return wc[0];
             --sends_in_flight;
             last = std::chrono::steady_clock::now();
         }
     }
     // Polls until every send has completed; no message may arrive meanwhile.
-    void drain_sends(const std::string& what) {
+    void drain_sends(const char* what, int i = -1) {
         weft::Completion wc[1];
         auto last = std::chrono::steady_clock::now();
         for (unsigned idle = 0; sends_in_flight > 0;) {
             if (cq.poll(wc).empty()) {
-                if (++idle % 4096 == 0 && std::chrono::steady_clock::now() - last > stall_limit) stalled(what);
+                if (++idle % 4096 == 0 && std::chrono::steady_clock::now() - last > stall_limit) stalled(what, i);
                 continue;
             }
-            check_ok(wc[0], what);
-            if (wc[0].is_recv()) fail(std::string(role) + ": a message arrived while waiting for " + what);
+            check_ok(wc[0], what, i);
+            if (wc[0].is_recv()) fail(std::string(role) + ": a message arrived while waiting for " + waiting_for(what, i));
             --sends_in_flight;
             last = std::chrono::steady_clock::now();
         }
@@ -390,8 +396,7 @@ int serve(const Options& o) {
     const weft::RemoteRegion to = hello.region.slice(0, n);
     int sends = 0, writes = 0;
     for (;;) {
-        const std::string what = "round trip " + std::to_string(sends + writes) + " from the client";
-        c = s.next_recv(what);
+        c = s.next_recv("message from the client, round trip", sends + writes);
         if (is_control(c, s.rx())) {
             expect_control(s, c, s.rx(), Control::done, "done");
             break;
@@ -458,10 +463,10 @@ int run_client(const Options& o) {
             stamp(s.buf.data(), n, i);
             auto t0 = std::chrono::steady_clock::now();
             s.post_send(use_write ? weft::write(slot, src, to).with_imm(slot) : weft::send(slot, src));
-            c = s.next_recv(std::string(phase) + " echo " + std::to_string(i));
+            c = s.next_recv(use_write ? "the echo of write_with_imm" : "the echo of send", i);
             s.post_recv(s.rx_segment(), slot);
             auto t1 = std::chrono::steady_clock::now();
-            s.drain_sends(std::string(phase) + " " + std::to_string(i) + " to complete");
+            s.drain_sends(use_write ? "the completion of write_with_imm" : "the completion of send", i);
             const int echoed = stamped(s.rx(), n);
             const auto want = use_write ? weft::Opcode::recv_rdma_with_imm : weft::Opcode::recv;
             if (c.opcode != want || c.byte_len != n || echoed != low_bytes(i, n) ||
