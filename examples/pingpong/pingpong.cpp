@@ -77,6 +77,16 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
+// A failure the program reports and exits on. Thrown, not std::exit()ed, so that the QPs and domains are
+// closed on the way out: a provider may leave a process's resources behind otherwise (shm keeps its 16 MiB
+// region in /dev/shm, and a later process that gets the same pid cannot open its endpoint).
+struct Failure {
+    std::string why;
+    int code = 1;
+};
+
+[[noreturn]] void fail(std::string why, int code = 1) { throw Failure{std::move(why), code}; }
+
 // The iteration number travels in a message's first bytes, as many of its 4 as the message holds;
 // low_bytes(i, n) is what then arrives.
 void stamp(std::byte* p, std::uint32_t n, int i) { std::memcpy(p, &i, std::min<std::size_t>(n, sizeof i)); }
@@ -119,9 +129,8 @@ void await(Peer& p, bool want_recv) {
     while (want_recv ? !got_recv : p.sends_in_flight > 0) {
         for (const auto& c : p.cq.poll(wc)) {
             if (!c.ok()) {
-                std::fprintf(stderr, "weft-pingpong: error completion on QP %u: %s (%s)\n", c.qp_num,
-                             std::string(weft::to_string(c.status)).c_str(), std::string(weft::describe(c.status)).c_str());
-                std::exit(1);
+                fail("error completion on QP " + std::to_string(c.qp_num) + ": " + std::string(weft::to_string(c.status)) +
+                     " (" + std::string(weft::describe(c.status)) + ")");
             }
             if (c.is_recv()) got_recv = true;
             else --p.sends_in_flight;
@@ -130,10 +139,7 @@ void await(Peer& p, bool want_recv) {
 }
 
 void check(weft::PostStatus st, const char* what) {
-    if (!st) {
-        std::fprintf(stderr, "weft-pingpong: %s: %s\n", what, st.reason());
-        std::exit(1);
-    }
+    if (!st) fail(std::string(what) + ": " + st.reason());
 }
 
 struct Summary {
@@ -178,8 +184,7 @@ std::vector<double> bounce(Peer& a, Peer& b, const Options& o, bool use_write) {
         await(b, false);
         int echoed = stamped(a.buf.data() + n, n);
         if (echoed != low_bytes(i, n)) {
-            std::fprintf(stderr, "weft-pingpong: iteration %d came back as %d\n", i, echoed);
-            std::exit(1);
+            fail("iteration " + std::to_string(i) + " came back as " + std::to_string(echoed));
         }
         us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
@@ -230,11 +235,6 @@ std::uint32_t get_u32(const std::byte* p) {
     return v;
 }
 
-[[noreturn]] void fail(const std::string& why) {
-    std::fprintf(stderr, "weft-pingpong: %s\n", why.c_str());
-    std::exit(1);
-}
-
 // One side of the two-process mode. The control halves (64 bytes each) are registered at once; the data
 // halves (max(size, 64) bytes each, so that a control message fits the data receive too) once the size is
 // known, which for the server is after the client's hello. The QP is declared last: it goes first.
@@ -253,11 +253,8 @@ struct Side {
 
     Side(const char* who, const std::string& config) : role(who), dom(weft::open(config)) {
         if (dom.capabilities().kind == weft::BackendKind::sim) {
-            std::fprintf(stderr,
-                         "weft-pingpong: '%s' cannot run in two processes: the simulator's fabric lives inside "
-                         "one process; drop --listen/--connect to run both QPs in this one\n",
-                         config.c_str());
-            std::exit(2);
+            fail("'" + config + "' cannot run in two processes: the simulator's fabric lives inside one process; "
+                 "drop --listen/--connect to run both QPs in this one", 2);
         }
         cq = dom.create_cq({.depth = 64});
         ctl.resize(2 * control_size);
@@ -518,6 +515,9 @@ int main(int argc, char** argv) {
             }
             std::printf("\n");
         }
+    } catch (const Failure& f) {
+        std::fprintf(stderr, "weft-pingpong: %s\n", f.why.c_str());
+        return f.code;
     } catch (const weft::Error& e) {
         std::fprintf(stderr, "weft-pingpong: %s\n", e.what());
         return 1;
