@@ -19,18 +19,7 @@ namespace {
 
 std::string config() { return weft::test::ofi_config(); }
 
-struct Side {
-    weft::Domain dom;
-    weft::CompletionQueue cq;
-    weft::QueuePair qp;
-    std::vector<std::byte> buf = std::vector<std::byte>(16 * 1024, std::byte{0});
-    weft::MemoryRegion mr;
-
-    Side() : dom(weft::open(config())) {
-        cq = dom.create_cq({.depth = 256});
-        qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
-        mr = dom.register_memory(buf, weft::all_access);
-    }
+struct Side : weft::test::OfiSide {
     void fill(std::size_t off, std::size_t len, std::byte v) { std::memset(buf.data() + off, static_cast<int>(v), len); }
     bool holds(std::size_t off, std::size_t len, std::byte v) const {
         for (std::size_t i = 0; i < len; ++i) {

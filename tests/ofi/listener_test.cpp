@@ -28,15 +28,7 @@ namespace {
 
 std::string config() { return weft::test::ofi_config(); }
 
-struct Side {
-    weft::Domain dom;
-    weft::CompletionQueue cq;
-    weft::QueuePair qp;
-    explicit Side(const std::string& cfg) : dom(weft::open(cfg)) {
-        cq = dom.create_cq({.depth = 256});
-        qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
-    }
-};
+using Side = weft::test::OfiSide;
 
 // Writes `bytes` to host:port over a plain TCP connection and returns what came back before it closed.
 std::string stranger(const std::string& address, const std::string& bytes) {

@@ -32,21 +32,7 @@ weft::QpOptions short_deadline() {
     return o;
 }
 
-struct Side {
-    weft::Domain dom;
-    weft::CompletionQueue cq;
-    weft::QueuePair qp;
-    std::vector<std::byte> buf = std::vector<std::byte>(4096, std::byte{0});
-    weft::MemoryRegion mr;
-
-    explicit Side(weft::QpOptions o = {}) : dom(weft::open(config())) {
-        cq = dom.create_cq({.depth = 256});
-        o.send_cq = cq;
-        o.recv_cq = cq;
-        qp = dom.create_qp(o);
-        mr = dom.register_memory(buf, weft::all_access);
-    }
-};
+using Side = weft::test::OfiSide;
 
 // Polls `cq` for up to `limit`; false when nothing came.
 bool poll_for(weft::CompletionQueue& cq, weft::Completion& out, std::chrono::milliseconds limit) {
@@ -105,7 +91,7 @@ std::vector<std::byte> receive_blob(int fd) {
 BOOST_AUTO_TEST_SUITE(peer_loss)
 
 BOOST_AUTO_TEST_CASE(writes_to_a_peer_that_answers_outlive_a_short_deadline) {
-    Side a(short_deadline()), b;
+    Side a(config(), short_deadline()), b;
     a.qp.connect(b.qp.address());
     b.qp.connect(a.qp.address());
     weft::Completion c;
@@ -118,7 +104,7 @@ BOOST_AUTO_TEST_CASE(writes_to_a_peer_that_answers_outlive_a_short_deadline) {
 }
 
 BOOST_AUTO_TEST_CASE(a_send_waiting_for_a_receive_is_not_timed_out) {
-    Side a(short_deadline()), b;
+    Side a(config(), short_deadline()), b;
     a.qp.connect(b.qp.address());
     b.qp.connect(a.qp.address());
     // A first request that finishes: the deadline then applies in full (see OfiQp::watch).
@@ -181,7 +167,7 @@ BOOST_AUTO_TEST_CASE(timeout_zero_waits_for_a_lost_peer_forever, *boost::unit_te
         ::close(to_parent[1]);
         weft::QpOptions o = short_deadline();
         o.timeout = timeout;
-        Side a(o);
+        Side a(config(), o);
         auto peer_address = receive_blob(to_parent[0]);
         weft::RemoteRegion::Encoded region{};
         read_all(to_parent[0], region.data(), region.size());
