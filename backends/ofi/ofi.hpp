@@ -22,12 +22,15 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <sys/socket.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -83,12 +86,13 @@ struct Profile {
     bool atomics = false;
     bool fence = false;             // FI_FENCE in caps (otherwise fence is emulated, see ofi_datapath)
     // The provider moves data only inside calls on its CQs (shm, rxm, and tcp in 1.17, which starts its
-    // progress thread only for blocking waits): idle pollers kick the other CQs of the process.
+    // progress thread only for blocking waits): a peer QP in this process is progressed by kicking its CQs
+    // while a QP waits on it (OfiCq::kick_local_peers).
     bool needs_kicks = false;
+    // The CQ's FI_WAIT_FD becomes readable when a peer's data arrives, without anyone progressing (verbs,
+    // tcp, rxm over tcp, sockets). Not shm: its senders only set a flag in the receiver's shared memory.
+    bool native_wait = false;
     bool verbs_status = false;      // prov_errno is an ibv_wc_status (the verbs provider)
-    // No connection whose loss the provider reports (RDM: shm; rxm re-dials a vanished peer forever): the
-    // backend gives up on an unacknowledged RMA or atomic after the QP's transport deadline (see watch()).
-    bool silent_peer_loss = false;
     // Registrations are shared through libfabric's MR cache (two registrations of one buffer get one key,
     // with every remote right): a region's own rights are not enforced.
     bool mr_cache = false;
@@ -109,6 +113,37 @@ inline constexpr std::uint64_t emulated_imm_max_length = (1ull << 31) - 1;
 inline constexpr unsigned key_base_shift = 16;
 inline constexpr std::uint64_t key_atomic_bit = 1ull << 15;
 inline constexpr std::uint64_t key_seq_mask = key_atomic_bit - 1;
+
+// ---- Liveness (ofi_liveness.cpp)
+//
+// Every QP listens on a TCP socket of its own (port in its address) and never accepts on it. A QP connected
+// to a peer with a finite `timeout` holds a TCP connection to the peer QP's socket: the kernels keep it
+// (keepalive probes sized from timeout and retry_cnt), so it measures the peer's silence, not whether the
+// peer's program runs or polls. It breaks (RST) when the peer QP closes its socket: when the QP is
+// destroyed, goes to error, or its process ends, however it ends.
+
+// The peer address a liveness connection goes to: the IP of the peer's endpoint name, port from its address.
+struct LivenessTarget {
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+};
+
+// A TCP socket listening on `ip`'s address, port 0, that is never accepted on. Throws weft::Error.
+int liveness_listen(const sockaddr_storage& ip, socklen_t len, std::uint16_t& port);
+// A non-blocking connect to `to` with keepalive sized from `per_try` (the QP's timeout) and `tries`;
+// the caller watches the socket for HUP/ERR. Returns -1 when no socket could be made (the peer then goes
+// unwatched). The connect may still be in progress.
+int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try, unsigned tries) noexcept;
+// The IP address to listen on for a QP whose endpoint (or passive endpoint) name is `name` in `addr_format`:
+// the name's own IP for socket addresses, loopback for shm's names. False when neither applies.
+bool liveness_address(std::uint32_t addr_format, std::span<const std::byte> name, sockaddr_storage& out,
+                      socklen_t& len) noexcept;
+
+// Checks a peer's endpoint name against the address format both sides use and the shape of our own name
+// (same length for socket addresses, same family; a terminated string with the same scheme for FI_ADDR_STR).
+// Returns an empty string when it is acceptable, else what is wrong with it.
+std::string check_peer_name(std::uint32_t addr_format, std::span<const std::byte> peer,
+                            std::span<const std::byte> own);
 
 // ---- Registered regions, found by lkey on the data path (lock-free reads)
 
@@ -290,6 +325,7 @@ struct Ring {
 
     // Consumer side (the CQ): next slot to deliver, and the first slot not yet reusable.
     std::uint64_t head = 0;
+    std::atomic<std::uint64_t> delivered{0};  // head, published for other threads (outstanding())
     std::atomic<std::uint64_t> freed{0};
     std::atomic<std::uint64_t> flush_from{no_seq};  // slots at or after this complete `flushed`
     std::atomic<std::uint64_t> error_origin{no_seq};  // the slot whose error put the QP in error
@@ -312,6 +348,9 @@ public:
 
     std::size_t poll(std::span<Completion> out) noexcept override;
     bool wait(std::chrono::nanoseconds timeout) override;
+    // The provider's FI_WAIT_FD where it is woken by its peers (native_wait), else an eventfd the service
+    // thread sets while it progresses this CQ. Created with the CQ; the call only switches on re-arming by
+    // empty polls (and, without a native wait, the service thread's progress).
     int fd() override;
     std::uint32_t depth() const noexcept override { return depth_; }
 
@@ -321,24 +360,40 @@ public:
 
     // From any thread: `ring` has slots completed without a provider entry (synthetic completions).
     void notify(Ring& ring) noexcept;
-    // Drives provider progress without consuming entries (safe from any thread).
-    void kick() noexcept;
+    // Drives provider progress without consuming entries (safe from any thread). True when the provider
+    // holds entries for poll() to read.
+    bool kick() noexcept;
+    // Kicks the CQs of peer QPs in this process that QPs bound here wait on (only those with requests out).
+    void kick_local_peers() noexcept;
+    // The service thread's round for an fd()-mode CQ: progresses it and its local peers, and sets the
+    // descriptor when poll() has something. True when something was found.
+    bool service_round() noexcept;
     // Takes `n` of this CQ's entries for one queue of a QP, or throws weft::Error naming what is left
     // (the verbs provider: see CqEntries). release() gives them back.
     void reserve(std::uint32_t n, std::string_view queue);
     void release(std::uint32_t n) noexcept { reserved_.fetch_sub(n, std::memory_order_acq_rel); }
+    // QPs with a queue on this CQ (their loss is handled, and their local peers kicked, by its consumer).
+    void bind(OfiQp* qp);
+    void unbind(OfiQp* qp) noexcept;
+    // A QP bound here now has a peer QP in this process.
+    void local_peer_linked() noexcept { local_links_.fetch_add(1, std::memory_order_relaxed); }
+    void local_peer_unlinked() noexcept { local_links_.fetch_sub(1, std::memory_order_relaxed); }
+    // From the service thread: a QP whose send queue is here lost its peer; the consumer handles it.
+    void peer_lost() noexcept;
+    // Makes the descriptor readable (fd() mode) and ends a wait() on the provider's wait object.
+    void wake() noexcept;
     // Reads every pending provider entry into the rings (the consumer side; used on QP teardown).
     void drain_provider() noexcept;
     // Forgets `ring` (its QP is going away); the caller has drained the provider first.
     void detach(Ring& ring) noexcept;
-    // Keeps every other thread away from this CQ's provider calls while the caller closes an endpoint
-    // bound to it (ofi_rxm faults when an endpoint closes under a concurrent fi_cq_read).
-    std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> quiesce();
+    // Keeps the service thread and kicks from other threads away from this CQ's provider calls while the
+    // caller closes an endpoint bound to it (ofi_rxm faults when an endpoint closes under a concurrent
+    // fi_cq_read).
+    std::unique_lock<std::mutex> quiesce() { return std::unique_lock(progress_mu_); }
 
 private:
     std::size_t poll_here(std::span<Completion> out) noexcept;
     bool wait_step() noexcept;
-    void helper_loop() noexcept;
     std::size_t pump() noexcept;
     void absorb(const fi_cq_data_entry& e) noexcept;
     void absorb_error() noexcept;
@@ -347,28 +402,30 @@ private:
     void take_inbox() noexcept;
     std::size_t deliver(std::span<Completion> out, std::size_t n) noexcept;
     bool deliverable() noexcept;
-    void arm_fd() noexcept;
+    void idle() noexcept;
+    void rearm() noexcept;
+    void handle_losses() noexcept;
 
     std::shared_ptr<OfiDomain> dom_;
     const Profile* profile_;
     Fid<fid_cq> cq_;
     std::uint32_t depth_;
     std::atomic<std::uint64_t> reserved_{0};
-    int wait_fd_ = -1;
+    int wait_fd_ = -1;   // the provider's FI_WAIT_FD (native_wait)
+    int event_fd_ = -1;  // otherwise
     Ring* ready_head_ = nullptr;
     Ring* ready_tail_ = nullptr;
     std::atomic<Ring*> inbox_{nullptr};
     std::array<fi_cq_data_entry, 32> entries_{};
 
-    // fd() without a provider wait object: from the first call on, the consumer side is locked and a
-    // helper thread progresses the provider and makes event_fd_ readable when poll() has something.
-    std::atomic<bool> shared_{false};
-    std::mutex consumer_mu_;
-    std::mutex progress_mu_;  // kicks from other threads
-    std::once_flag helper_once_;
-    int event_fd_ = -1;
-    std::atomic<bool> stop_{false};
-    std::thread helper_;
+    std::atomic<bool> fd_mode_{false};    // fd() was called: empty polls re-arm the descriptor
+    std::atomic<bool> signaled_{false};   // event_fd_ holds a count
+    std::atomic<bool> loss_pending_{false};
+    std::atomic<std::uint32_t> local_links_{0};
+    std::atomic<std::uint32_t> waiters_{0};  // threads in wait()
+    std::mutex progress_mu_;  // provider calls from other threads (kicks, the service thread)
+    std::mutex bound_mu_;
+    std::vector<OfiQp*> bound_;
 };
 
 // ---- Queue pair
@@ -402,6 +459,7 @@ struct PeerAddress {
     std::uint8_t flags = 0;
     std::uint32_t addr_format = 0;
     std::uint64_t nonce = 0;
+    std::uint16_t liveness_port = 0;  // 0: the peer has no liveness socket
     std::string provider;
     std::vector<std::byte> name;
 };
@@ -430,13 +488,25 @@ public:
     // origin on its ring (providers report a broken connection's requests in any order), it becomes the
     // origin. Consumer side only.
     void lower_origin(Slot& s) noexcept;
-    // The connected peer QP, in this process, is being destroyed.
+    // The connected peer QP, in this process, is being destroyed or went to error: later sends fail at post.
     void peer_gone() noexcept;
-    // Looks for a peer lost without the provider saying so (registry::watch_all, about once a millisecond
-    // from idle polls): MSG endpoints read their event queue for the peer's disconnect; on providers with
-    // silent_peer_loss, an RMA or atomic request that stays first and unfinished for longer than the
-    // transport deadline puts the QP in error with transport_retry_exceeded. Tries the QP's lock only.
-    void watch(std::chrono::steady_clock::time_point now) noexcept;
+    // From the service thread: the liveness connection to the peer broke (the peer QP was destroyed, went
+    // to error, or its process ended; or, with a finite timeout, its host stopped answering).
+    void liveness_lost() noexcept;
+    // The consumer of the send CQ, after reading the provider's entries: once the peer has been lost for
+    // loss_grace, the first unfinished send-queue request fails with transport_retry_exceeded and the QP goes
+    // to error (requests the provider finished before keep their status). Returns false to be called again.
+    bool handle_loss(std::chrono::steady_clock::time_point now) noexcept;
+    bool lost() const noexcept { return peer_lost_.load(std::memory_order_acquire); }
+    // Whether a request of either queue is posted and not yet delivered to the application.
+    bool outstanding() const noexcept {
+        return send_.tail.load(std::memory_order_relaxed) != send_.delivered.load(std::memory_order_relaxed) ||
+               recv_.tail.load(std::memory_order_relaxed) != recv_.delivered.load(std::memory_order_relaxed);
+    }
+    // Progresses the CQs of the connected peer QP when it lives in this process.
+    void kick_local_peer() noexcept;
+    bool has_local_peer() const noexcept { return local_peer_linked_.load(std::memory_order_acquire); }
+    std::array<std::shared_ptr<OfiCq>, 2> cqs() const { return {send_cq_, recv_cq_}; }
     bool in_error() const noexcept { return error_.load(std::memory_order_acquire); }
     std::uint64_t nonce() const noexcept { return nonce_; }
     std::uint64_t peer_nonce() const noexcept { return peer_nonce_.load(std::memory_order_acquire); }
@@ -454,8 +524,11 @@ private:
     void accept_request(fi_info* request) noexcept;
     void established() noexcept;
     void connection_failed(int err) noexcept;
-    void disconnected() noexcept;
     void give_up(std::uint64_t seq) noexcept;
+    void open_liveness();
+    void watch_peer(const PeerAddress& p) noexcept;
+    void link_local_peer(std::uint64_t peer_nonce) noexcept;
+    void close_liveness_listener() noexcept;
 
     // Data path (ofi_datapath.cpp)
     bool prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept;
@@ -508,12 +581,28 @@ private:
     // The status of the request at the error origin when it has none of its own (connection lost).
     std::atomic<WcStatus> origin_status_{WcStatus::general};
     std::uint32_t origin_vendor_err_ = 0;
-    // timeout x (retry_cnt + 1) from the QP's options, zero when timeout is 0 (infinite); the request
-    // watch() last found first and unfinished, and since when.
-    std::chrono::nanoseconds transport_deadline_{0};
-    std::uint64_t watched_seq_ = no_seq;
-    std::chrono::steady_clock::time_point watched_since_{};
+
+    // Liveness (see ofi_liveness.cpp): our listening socket, and the connection to the peer's.
+    std::atomic<int> live_listen_{-1};
+    std::uint16_t live_port_ = 0;
+    sockaddr_storage live_ip_{};
+    socklen_t live_ip_len_ = 0;
+    int live_conn_ = -1;
+    std::uint64_t live_watch_ = 0;
+    std::chrono::nanoseconds live_per_try_{0};  // 4.096 us x 2^timeout; 0: timeout 0, the peer is not watched
+    unsigned live_tries_ = 1;                    // retry_cnt + 1
+    std::atomic<bool> peer_lost_{false};
+    bool loss_seen_ = false;                     // consumer side (the send CQ's)
+    bool loss_handled_ = false;
+    std::chrono::steady_clock::time_point loss_since_{};
+    // The CQs of the connected peer QP when it lives in this process (kept alive while we may kick them).
+    std::array<std::shared_ptr<OfiCq>, 2> local_peer_cqs_;
+    std::atomic<bool> local_peer_linked_{false};
 };
+
+// How long a lost peer's requests may still complete from what the provider had before they fail: acks
+// sent before the peer closed can reach a provider that progresses in its own thread after the news.
+inline constexpr std::chrono::milliseconds loss_grace{100};
 
 // ---- Process-wide bookkeeping: QPs by nonce, QPs that need driving, CQs that need manual progress
 
@@ -533,16 +622,26 @@ void drop_attention(OfiQp* qp);
 void drive_all(bool try_only) noexcept;
 bool attention_pending() noexcept;
 
-// Connected QPs that watch() looks after; watch_all() runs it on each, at most about once a millisecond.
-void add_watched(OfiQp* qp);
-void remove_watched(OfiQp* qp);
-void watch_all() noexcept;
-
-void add_manual(OfiCq* cq);
-void remove_manual(OfiCq* cq);
-// Kicks the progress engine of every manual-progress CQ of the process except `self`.
-void kick_others(const OfiCq* self) noexcept;
+// The connect()ed QP of this process whose nonce is `nonce`, or null. Its CQs, shared, for kicking.
+std::array<std::shared_ptr<OfiCq>, 2> local_cqs(std::uint64_t nonce);
 }  // namespace registry
+
+// ---- The service thread (ofi_service.cpp): one per process, started on first need, blocked in the kernel
+// while there is nothing to do. It watches liveness sockets (a hang-up tells the QP its peer is lost) and
+// progresses the CQs in fd() mode whose provider is not woken by its peers (shm), backing off from 20 us to
+// 1 ms between rounds while they stay idle.
+namespace service {
+// Watches the liveness connection `fd` of `qp`; on hang-up or error calls qp->liveness_lost() once.
+// Returns an id for unwatch(). Throws weft::Error when the thread or its epoll set cannot be made.
+std::uint64_t watch(int fd, OfiQp* qp);
+// Stops watching; when it returns, no call for `id` runs or will run.
+void unwatch(std::uint64_t id) noexcept;
+// CQs the service thread runs OfiCq::service_round() on.
+void add_round(OfiCq* cq);
+void remove_round(OfiCq* cq) noexcept;
+// Wakes `cq` (OfiCq::wake) at `when`, if it still exists then. Called from watch callbacks too.
+void wake_at(const std::shared_ptr<OfiCq>& cq, std::chrono::steady_clock::time_point when) noexcept;
+}  // namespace service
 
 // The status of a failed provider operation.
 WcStatus map_error(const Profile& p, int err, int prov_errno) noexcept;

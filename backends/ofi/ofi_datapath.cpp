@@ -509,6 +509,10 @@ void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason)
     send_.direct.store(false, std::memory_order_release);
     recv_.direct.store(false, std::memory_order_release);
     cancel_receives();
+    // The peer's requests from now on must fail as they would against an RC QP in error: its liveness
+    // connection breaks (across processes), a peer in this process is told at once.
+    close_liveness_listener();
+    if (std::uint64_t peer = peer_nonce_.load(std::memory_order_acquire); peer != 0) registry::tell_peer_gone(peer);
 }
 
 void OfiQp::lower_origin(Slot& s) noexcept {
@@ -529,18 +533,64 @@ void OfiQp::cancel_receives() noexcept {
 
 // ---- Completion queue
 
-void OfiCq::kick() noexcept {
+bool OfiCq::kick() noexcept {
     std::unique_lock lock(progress_mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return;
+    if (!lock.owns_lock()) return false;
     fi_cq_data_entry scratch;
-    fi_cq_read(cq_.get(), &scratch, 0);
+    // Progresses; with a count of 0 nothing is consumed and the answer says whether entries wait.
+    ssize_t r = fi_cq_read(cq_.get(), &scratch, 0);
+    return r != -FI_EAGAIN && r >= -FI_EAVAIL;
 }
 
-std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> OfiCq::quiesce() {
-    std::unique_lock consumer(consumer_mu_, std::defer_lock);
-    if (shared_.load(std::memory_order_acquire)) consumer.lock();
-    std::unique_lock progress(progress_mu_);
-    return {std::move(consumer), std::move(progress)};
+void OfiCq::kick_local_peers() noexcept {
+    std::unique_lock lock(bound_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    for (OfiQp* qp : bound_) {
+        if (qp->has_local_peer() && qp->outstanding()) qp->kick_local_peer();
+    }
+}
+
+bool OfiCq::service_round() noexcept {
+    if (local_links_.load(std::memory_order_relaxed) != 0) kick_local_peers();
+    if (wait_fd_ >= 0) return false;  // the provider wakes the descriptor itself
+    if (signaled_.load(std::memory_order_acquire)) return false;  // the application has not polled yet
+    if (inbox_.load(std::memory_order_acquire) != nullptr || kick()) {
+        wake();
+        return true;
+    }
+    return false;
+}
+
+void OfiCq::wake() noexcept {
+    if (wait_fd_ >= 0) {
+        fi_cq_signal(cq_.get());
+        return;
+    }
+    if (event_fd_ >= 0 && !signaled_.exchange(true, std::memory_order_acq_rel)) {
+        std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t w = ::write(event_fd_, &one, sizeof one);
+    }
+}
+
+void OfiCq::peer_lost() noexcept {
+    loss_pending_.store(true, std::memory_order_release);
+    wake();
+}
+
+// The consumer's part of a peer's loss (see OfiQp::handle_loss): after this poll read the provider's entries.
+void OfiCq::handle_losses() noexcept {
+    if (!loss_pending_.exchange(false, std::memory_order_acq_rel)) return;
+    std::unique_lock lock(bound_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+        loss_pending_.store(true, std::memory_order_release);
+        return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    bool again = false;
+    for (OfiQp* qp : bound_) {
+        if (qp->send_cq_.get() == this && qp->lost() && !qp->handle_loss(now)) again = true;
+    }
+    if (again) loss_pending_.store(true, std::memory_order_release);
 }
 
 void OfiCq::notify(Ring& ring) noexcept {
@@ -550,7 +600,7 @@ void OfiCq::notify(Ring& ring) noexcept {
             ring.inbox_next = old;
         } while (!inbox_.compare_exchange_weak(old, &ring, std::memory_order_release, std::memory_order_relaxed));
     }
-    if (wait_fd_ >= 0) fi_cq_signal(cq_.get());
+    if (fd_mode_.load(std::memory_order_acquire) || waiters_.load(std::memory_order_acquire) != 0) wake();
 }
 
 void OfiCq::take_inbox() noexcept {
@@ -702,6 +752,7 @@ std::size_t OfiCq::deliver(std::span<Completion> out, std::size_t n) noexcept {
             s.done.store(false, std::memory_order_relaxed);
             ++r.head;
         }
+        r.delivered.store(r.head, std::memory_order_release);
         if (more) break;  // out is full; this ring stays first
         ready_head_ = r.ready_next;
         if (ready_head_ == nullptr) ready_tail_ = nullptr;
@@ -725,102 +776,108 @@ bool OfiCq::deliverable() noexcept {
     return false;
 }
 
-void OfiCq::arm_fd() noexcept {
-    fid_t fids[1] = {&cq_->fid};
-    fi_trywait(dom_->fabric(), fids, 1);
+// An empty poll, with fd() in use: the descriptor must fire again when something arrives.
+void OfiCq::rearm() noexcept {
+    if (wait_fd_ >= 0) {
+        // fi_trywait arms the provider's wait object, or says entries are waiting: then keep it readable.
+        fid_t fids[1] = {&cq_->fid};
+        if (fi_trywait(dom_->fabric(), fids, 1) != 0) fi_cq_signal(cq_.get());
+        return;
+    }
+    if (signaled_.exchange(false, std::memory_order_acq_rel)) {
+        std::uint64_t count = 0;
+        [[maybe_unused]] ssize_t r = ::read(event_fd_, &count, sizeof count);
+    }
+    // Anything that came after this poll looked would otherwise wait for the service thread's next round.
+    if (inbox_.load(std::memory_order_acquire) != nullptr) wake();
+}
+
+// What an empty poll does besides reading the provider: QPs connecting or with a backlog are driven, and
+// peers in this process that our requests wait on are kicked. Nothing here costs more than a few loads
+// while there is nothing to do.
+void OfiCq::idle() noexcept {
+    if (registry::attention_pending()) registry::drive_all(true);
+    if (local_links_.load(std::memory_order_relaxed) != 0) kick_local_peers();
+    if (fd_mode_.load(std::memory_order_relaxed)) rearm();
 }
 
 std::size_t OfiCq::poll_here(std::span<Completion> out) noexcept {
     if (inbox_.load(std::memory_order_relaxed) != nullptr) take_inbox();
     std::size_t n = deliver(out, 0);
     if (n < out.size() && pump() > 0) n = deliver(out, n);
-    if (registry::attention_pending()) {
-        registry::drive_all(true);
+    if (loss_pending_.load(std::memory_order_relaxed)) {
+        handle_losses();
         if (n < out.size()) {
             take_inbox();
             n = deliver(out, n);
         }
     }
     if (n == 0) {
-        // Idle: peers in this process may need this thread to make progress, and QPs may have lost theirs.
-        if (profile_->needs_kicks) registry::kick_others(this);
-        registry::watch_all();
-        if (wait_fd_ >= 0) arm_fd();
+        idle();
+        if (inbox_.load(std::memory_order_relaxed) != nullptr) {
+            take_inbox();
+            n = deliver(out, n);
+        }
+    } else if (registry::attention_pending()) {
+        registry::drive_all(true);
     }
     return n;
 }
 
-std::size_t OfiCq::poll(std::span<Completion> out) noexcept {
-    if (!shared_.load(std::memory_order_acquire)) return poll_here(out);
-    std::lock_guard lock(consumer_mu_);
-    std::size_t n = poll_here(out);
-    if (n == 0) {
-        // Empty: re-arm the descriptor; the helper sets it again when something arrives.
-        std::uint64_t count = 0;
-        while (::read(event_fd_, &count, sizeof count) > 0) {
-        }
-    }
-    return n;
-}
+std::size_t OfiCq::poll(std::span<Completion> out) noexcept { return poll_here(out); }
 
 // One round of wait(): true when poll() would return something.
 bool OfiCq::wait_step() noexcept {
     if (deliverable()) return true;
     pump();
+    if (loss_pending_.load(std::memory_order_relaxed)) handle_losses();
     if (registry::attention_pending()) registry::drive_all(true);
     if (deliverable()) return true;
-    if (profile_->needs_kicks) registry::kick_others(this);
-    registry::watch_all();
+    if (local_links_.load(std::memory_order_relaxed) != 0) kick_local_peers();
     return false;
 }
 
+// Blocks on the provider's wait object where it has one that its peers wake (verbs, tcp, rxm, sockets),
+// in short slices only while a peer in this process or a connecting QP needs this thread's kicks. Without
+// one (shm) sleeps between rounds, from 20 us doubling to 1 ms while nothing comes.
 bool OfiCq::wait(std::chrono::nanoseconds timeout) {
+    using namespace std::chrono_literals;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::chrono::nanoseconds pause = 20us;
+    struct Waiting {
+        std::atomic<std::uint32_t>& n;
+        explicit Waiting(std::atomic<std::uint32_t>& c) : n(c) { n.fetch_add(1, std::memory_order_acq_rel); }
+        ~Waiting() { n.fetch_sub(1, std::memory_order_acq_rel); }
+    } waiting(waiters_);
     for (;;) {
-        {
-            std::unique_lock lock(consumer_mu_, std::defer_lock);
-            if (shared_.load(std::memory_order_acquire)) lock.lock();
-            if (wait_step()) return true;
-        }
-        auto now = std::chrono::steady_clock::now();
+        if (wait_step()) return true;
+        const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) return false;
-        auto slice = std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(1));
-        if (wait_fd_ >= 0 && !profile_->needs_kicks) {
+        const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now);
+        const bool busy = local_links_.load(std::memory_order_relaxed) != 0 || registry::attention_pending() ||
+                          loss_pending_.load(std::memory_order_relaxed);
+        std::chrono::nanoseconds slice = std::min(left, pause);
+        if (wait_fd_ >= 0 && !busy) slice = left;
+        if (wait_fd_ >= 0) {
             fid_t fids[1] = {&cq_->fid};
             if (fi_trywait(dom_->fabric(), fids, 1) == 0) {
                 pollfd pfd{wait_fd_, POLLIN, 0};
-                ::poll(&pfd, 1, static_cast<int>(std::max<std::int64_t>(
-                                    1, std::chrono::duration_cast<std::chrono::milliseconds>(slice).count())));
+                timespec ts{static_cast<time_t>(slice.count() / 1'000'000'000), static_cast<long>(slice.count() % 1'000'000'000)};
+                ::ppoll(&pfd, 1, &ts, nullptr);
             }
         } else {
-            std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(slice, std::chrono::microseconds(50)));
+            std::this_thread::sleep_for(slice);
         }
-    }
-}
-
-void OfiCq::helper_loop() noexcept {
-    while (!stop_.load(std::memory_order_acquire)) {
-        {
-            std::unique_lock lock(consumer_mu_, std::try_to_lock);
-            if (lock.owns_lock() && wait_step()) {
-                std::uint64_t one = 1;
-                [[maybe_unused]] ssize_t w = ::write(event_fd_, &one, sizeof one);
-            }
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        pause = std::min<std::chrono::nanoseconds>(pause * 2, 1ms);
     }
 }
 
 void OfiCq::drain_provider() noexcept {
-    std::unique_lock lock(consumer_mu_, std::defer_lock);
-    if (shared_.load(std::memory_order_acquire)) lock.lock();
     while (pump() > 0) {
     }
 }
 
 void OfiCq::detach(Ring& ring) noexcept {
-    std::unique_lock lock(consumer_mu_, std::defer_lock);
-    if (shared_.load(std::memory_order_acquire)) lock.lock();
     take_inbox();
     Ring* prev = nullptr;
     for (Ring* r = ready_head_; r != nullptr; prev = r, r = r->ready_next) {

@@ -188,6 +188,8 @@ OfiDomain::OfiDomain(const Config& cfg) {
         int fd = -1;
         profile_.wait_fd = fi_control(&probe_cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0;
     }
+    // shm's senders only raise a flag in the receiver's shared memory: its descriptor never wakes by itself.
+    profile_.native_wait = profile_.wait_fd && profile_.provider != "shm";
     fill_capabilities();
 }
 
@@ -300,7 +302,6 @@ void OfiDomain::choose_info(const Config& cfg) {
     p.needs_kicks = i.domain_attr->data_progress == FI_PROGRESS_MANUAL || p.provider != "verbs";
     // Only the verbs provider itself: rxm over it reports errors of its own protocol too.
     p.verbs_status = p.provider == "verbs";
-    p.silent_peer_loss = p.ep_type == FI_EP_RDM;
     p.inject_size = i.tx_attr->inject_size;
     p.iov_limit = static_cast<std::uint32_t>(std::max<std::size_t>(
         1, std::min({i.tx_attr->iov_limit, i.rx_attr->iov_limit, std::size_t{64}})));
@@ -333,8 +334,8 @@ void OfiDomain::fill_capabilities() {
     if (p.atomics) add(Feature::atomics);
     add(Feature::fence);  // FI_FENCE where the provider has it, emulated otherwise (ofi_datapath.cpp)
     if (p.inject_size > 0) add(Feature::inline_data);
-    // The provider's wait fd where it progresses on its own (verbs hardware); a helper thread otherwise
-    // (OfiCq::fd()).
+    // The provider's wait fd where its peers wake it (verbs, tcp, rxm, sockets); an eventfd set by the
+    // service thread otherwise (shm; OfiCq::fd()).
     add(Feature::cq_fd);
     add(Feature::listener);  // a TCP rendezvous for the QP addresses (ofi_cm.cpp)
     caps.features = f;

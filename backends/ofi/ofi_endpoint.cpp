@@ -14,6 +14,7 @@
 
 #include <weft/detail/bytes.hpp>
 
+#include <arpa/inet.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -29,11 +30,9 @@ namespace weft::ofi {
 namespace {
 
 constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'O'}, std::byte{'Q'}};
-constexpr std::uint8_t address_version = 1;
+constexpr std::uint8_t address_version = 2;
 constexpr std::size_t address_header = 24;
 constexpr std::chrono::seconds local_handshake_limit{10};
-// The least time the first request of an RDM QP gets before its transport deadline (see OfiQp::watch).
-constexpr std::chrono::nanoseconds first_request_floor = std::chrono::seconds(1);
 
 std::uint8_t address_flags(const Profile& p) noexcept {
     return static_cast<std::uint8_t>((p.emulated_imm ? 1u : 0u) | (p.native_imm ? 2u : 0u));
@@ -50,7 +49,8 @@ PeerAddress decode_address(std::span<const std::byte> b) {
     }
     if (std::memcmp(b.data(), address_magic, 4) != 0) bad_address("not an ofi QP address (bad magic)");
     if (static_cast<std::uint8_t>(b[4]) != address_version) {
-        bad_address("version " + std::to_string(static_cast<unsigned>(b[4])) + " is not supported (accepted: 1)");
+        bad_address("version " + std::to_string(static_cast<unsigned>(b[4])) + " is not supported (accepted: " +
+                    std::to_string(address_version) + ")");
     }
     std::size_t prov_len = static_cast<std::uint8_t>(b[7]);
     std::size_t name_len = detail::get_le<std::uint16_t>(b.data() + 12);
@@ -65,6 +65,7 @@ PeerAddress decode_address(std::span<const std::byte> b) {
     p.ep_type = type == 1 ? FI_EP_MSG : FI_EP_RDM;
     p.flags = static_cast<std::uint8_t>(b[6]);
     p.addr_format = detail::get_le<std::uint32_t>(b.data() + 8);
+    p.liveness_port = detail::get_le<std::uint16_t>(b.data() + 14);
     p.nonce = detail::get_le<std::uint64_t>(b.data() + 16);
     const auto* prov = reinterpret_cast<const char*>(b.data() + address_header);
     p.provider.assign(prov, prov_len);
@@ -122,36 +123,42 @@ OfiCq::OfiCq(std::shared_ptr<OfiDomain> dom, const CqOptions& options)
     // Provider entries outnumber weft completions (unsignaled requests, two-part write_with_imm).
     attr.size = std::max<std::size_t>(64, static_cast<std::size_t>(options.depth) * 2);
     attr.format = FI_CQ_FORMAT_DATA;
-    const bool native_fd = profile_->wait_fd && !profile_->needs_kicks;
-    attr.wait_obj = native_fd ? FI_WAIT_FD : FI_WAIT_NONE;
+    attr.wait_obj = profile_->native_wait ? FI_WAIT_FD : FI_WAIT_NONE;
     fid_cq* cq = nullptr;
     check(fi_cq_open(dom_->domain(), &attr, &cq, this), "fi_cq_open", "create_cq");
     cq_.reset(cq);
-    if (native_fd) {
+    if (profile_->native_wait) {
         check(fi_control(&cq->fid, FI_GETWAIT, &wait_fd_), "fi_control(FI_GETWAIT)", "create_cq");
+    } else {
+        // The descriptor fd() hands out exists from the start: fd() has nothing to create.
+        event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (event_fd_ < 0) throw_errno(errno, "eventfd for the CQ's descriptor", backend_name, "create_cq");
     }
-    if (profile_->needs_kicks) registry::add_manual(this);
 }
 
 OfiCq::~OfiCq() {
-    if (helper_.joinable()) {
-        stop_.store(true, std::memory_order_release);
-        helper_.join();
-    }
+    service::remove_round(this);
     if (event_fd_ >= 0) ::close(event_fd_);
-    if (profile_->needs_kicks) registry::remove_manual(this);
 }
 
 int OfiCq::fd() {
-    if (wait_fd_ >= 0) return wait_fd_;
-    std::call_once(helper_once_, [this] {
-        int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (fd < 0) throw_errno(errno, "eventfd for the CQ's descriptor", backend_name, "CompletionQueue::fd");
-        event_fd_ = fd;
-        shared_.store(true, std::memory_order_release);
-        helper_ = std::thread([this] { helper_loop(); });
-    });
-    return event_fd_;
+    if (!fd_mode_.exchange(true, std::memory_order_acq_rel)) {
+        // Without a native wait nothing progresses the provider while the application sleeps on the
+        // descriptor, and peers in this process may need kicks: the service thread does both.
+        if (profile_->needs_kicks) service::add_round(this);
+        wake();  // readable at once: the caller polls until empty, which arms it
+    }
+    return wait_fd_ >= 0 ? wait_fd_ : event_fd_;
+}
+
+void OfiCq::bind(OfiQp* qp) {
+    std::lock_guard lock(bound_mu_);
+    bound_.push_back(qp);
+}
+
+void OfiCq::unbind(OfiQp* qp) noexcept {
+    std::lock_guard lock(bound_mu_);
+    bound_.erase(std::remove(bound_.begin(), bound_.end(), qp), bound_.end());
 }
 
 void OfiCq::reserve(std::uint32_t n, std::string_view queue) {
@@ -189,8 +196,10 @@ OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
 
     const QpOptions& o = setup.options;
     if (o.timeout != 0) {
-        // 4.096 us x 2^timeout per try, retry_cnt retries after the first.
-        transport_deadline_ = std::chrono::nanoseconds(4096ll << std::min<int>(o.timeout, 31)) * (o.retry_cnt + 1);
+        // 4.096 us x 2^timeout per try, retry_cnt retries after the first: the liveness connection's
+        // keepalive (ofi_liveness.cpp).
+        live_per_try_ = std::chrono::nanoseconds(4096ll << std::min<int>(o.timeout, 31));
+        live_tries_ = o.retry_cnt + 1u;
     }
     caps.max_send = o.max_send;
     caps.max_recv = o.max_recv;
@@ -230,9 +239,32 @@ OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
     } else {
         open_rdm();
     }
-    encode_address();
+    open_liveness();
+    try {
+        encode_address();
+        send_cq_->bind(this);
+        if (recv_cq_ != send_cq_) recv_cq_->bind(this);
+        registry::add_live(this);
+    } catch (...) {
+        send_cq_->unbind(this);
+        recv_cq_->unbind(this);
+        close_liveness_listener();
+        throw;
+    }
     refresh_direct();
-    registry::add_live(this);
+}
+
+// The socket whose closing tells the peer this QP is gone (see ofi_liveness.cpp). Bound to the IP of the
+// QP's own endpoint name (loopback for shm); none when the name has no IP (the peer then relies on the
+// provider to learn of our loss).
+void OfiQp::open_liveness() {
+    if (!liveness_address(dom_->info()->addr_format, my_name_, live_ip_, live_ip_len_)) return;
+    live_listen_.store(liveness_listen(live_ip_, live_ip_len_, live_port_), std::memory_order_release);
+}
+
+void OfiQp::close_liveness_listener() noexcept {
+    int fd = live_listen_.exchange(-1, std::memory_order_acq_rel);
+    if (fd >= 0) ::close(fd);
 }
 
 void OfiQp::open_msg() {
@@ -320,10 +352,11 @@ void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
     post_range(recv_);
 }
 
-// Layout (little-endian): 0 magic "wfOQ" | 4 version | 5 endpoint type (1 msg, 2 rdm) | 6 immediate
+// Layout (little-endian): 0 magic "wfOQ" | 4 version (2) | 5 endpoint type (1 msg, 2 rdm) | 6 immediate
 // transport (bit 0 emulated, bit 1 native) | 7 provider name length P | 8 addr_format (u32) |
-// 12 endpoint name length N (u16) | 14 reserved | 16 nonce (u64) | 24 provider name | 24+P endpoint name |
-// FNV-1a of everything before (u32).
+// 12 endpoint name length N (u16) | 14 liveness port (u16, 0: none) | 16 nonce (u64) | 24 provider name |
+// 24+P endpoint name | FNV-1a of everything before (u32). The endpoint name is checked against the address
+// format before anything reaches the provider (check_peer_name).
 void OfiQp::encode_address() {
     const std::string& prov = profile_.provider;
     if (prov.size() > 255 || my_name_.size() > 65535) {
@@ -337,6 +370,7 @@ void OfiQp::encode_address() {
     out[7] = std::byte{static_cast<std::uint8_t>(prov.size())};
     detail::put_le<std::uint32_t>(out.data() + 8, dom_->info()->addr_format);
     detail::put_le<std::uint16_t>(out.data() + 12, static_cast<std::uint16_t>(my_name_.size()));
+    detail::put_le<std::uint16_t>(out.data() + 14, live_port_);
     detail::put_le<std::uint64_t>(out.data() + 16, nonce_);
     std::memcpy(out.data() + address_header, prov.data(), prov.size());
     std::memcpy(out.data() + address_header + prov.size(), my_name_.data(), my_name_.size());
@@ -369,6 +403,9 @@ void OfiQp::connect(std::span<const std::byte> bytes) {
         throw Error(Errc::invalid_argument, "the peer carries immediate data differently (another libfabric build?)",
                     backend_name, object);
     }
+    // The provider trusts the name's length and layout (fi_av_insert reads as many bytes as the format says,
+    // fi_connect as many as a sockaddr holds): nothing it cannot parse gets there.
+    if (std::string why = check_peer_name(p.addr_format, p.name, my_name_); !why.empty()) bad_address(why);
     const std::uint64_t peer_nonce = p.nonce;
     {
         std::lock_guard lock(mu_);
@@ -380,12 +417,13 @@ void OfiQp::connect(std::span<const std::byte> bytes) {
             int n = fi_av_insert(av_.get(), p.name.data(), 1, &addr, 0, nullptr);
             if (n != 1) fail(n < 0 ? n : -FI_EINVAL, "fi_av_insert", object, "the peer's endpoint name");
             peer_ = addr;
+            watch_peer(p);
+            link_local_peer(peer_nonce);
             peer_addr_ = std::move(p);
             peer_nonce_.store(peer_nonce, std::memory_order_release);
             connect_called_.store(true, std::memory_order_release);
             if (!error_.load(std::memory_order_acquire)) state_.store(QpState::rts, std::memory_order_release);
             refresh_direct();
-            if (profile_.silent_peer_loss && transport_deadline_.count() != 0) registry::add_watched(this);
             return;
         }
         if (peer_nonce == nonce_) {
@@ -404,6 +442,8 @@ void OfiQp::connect(std::span<const std::byte> bytes) {
         } else {
             cm_ = Cm::passive_wait_request;
         }
+        watch_peer(p);
+        link_local_peer(peer_nonce);
         peer_addr_ = std::move(p);
         peer_nonce_.store(peer_nonce, std::memory_order_release);
         connect_called_.store(true, std::memory_order_release);
@@ -518,7 +558,7 @@ bool OfiQp::drive_cm() noexcept {
                 break;
             case FI_SHUTDOWN:
                 if (cm_ == Cm::done) {
-                    disconnected();
+                    peer_gone();
                     return false;
                 }
                 connection_failed(FI_ECONNRESET);
@@ -556,12 +596,6 @@ void OfiQp::established() noexcept {
     if (!error_.load(std::memory_order_acquire)) state_.store(QpState::rts, std::memory_order_release);
     post_range(send_);
     refresh_direct();
-    // From now on the peer's disconnect arrives on the event queue only (FI_SHUTDOWN): watch() reads it.
-    try {
-        registry::add_watched(this);
-    } catch (...) {
-        // Out of memory: the peer's loss is then reported only by the provider's own completions.
-    }
 }
 
 // The handshake failed or the peer went away before it finished: the QP goes to error and the first
@@ -573,64 +607,107 @@ void OfiQp::connection_failed(int err) noexcept {
     } catch (...) {
     }
     origin_vendor_err_ = static_cast<std::uint32_t>(err);
-    enter_error(send_, send_.posted.load(std::memory_order_relaxed), WcStatus::transport_retry_exceeded);
+    enter_error(send_, send_.posted.load(std::memory_order_acquire), WcStatus::transport_retry_exceeded);
     post_range(send_);
     post_range(recv_);
 }
 
-// The connected peer disconnected (FI_SHUTDOWN, read by watch()). Completions the provider produced before
-// are still to be read and keep their status, so the QP does not go to error here: shutting the endpoint
-// down makes the provider end what it still holds (rxe would retry a write to a destroyed QP without end),
-// after those completions, and the first of them puts the QP in error as transport_retry_exceeded
-// (OfiCq::absorb_error); with nothing outstanding, the next send finds out (as after peer_gone()).
-void OfiQp::disconnected() noexcept {
-    peer_gone();
-    if (ep_) fi_shutdown(ep_.get(), 0);
+// Connects to the peer QP's liveness socket when this QP has a finite timeout and the peer has one (mu_
+// held). Without a socket (the peer's name has no IP, or none could be made) the peer's loss is what the
+// provider reports.
+void OfiQp::watch_peer(const PeerAddress& p) noexcept {
+    if (live_per_try_.count() == 0 || p.liveness_port == 0) return;
+    LivenessTarget to;
+    sockaddr_storage ip{};
+    socklen_t len = 0;
+    if (!liveness_address(p.addr_format, p.name, ip, len)) return;
+    to.addr = ip;
+    to.len = len;
+    const std::uint16_t port = htons(p.liveness_port);
+    if (ip.ss_family == AF_INET6) {
+        reinterpret_cast<sockaddr_in6*>(&to.addr)->sin6_port = port;
+    } else {
+        reinterpret_cast<sockaddr_in*>(&to.addr)->sin_port = port;
+    }
+    int fd = liveness_connect(to, live_per_try_, live_tries_);
+    if (fd < 0) return;
+    try {
+        live_watch_ = service::watch(fd, this);
+        live_conn_ = fd;
+    } catch (...) {
+        ::close(fd);
+    }
 }
 
-void OfiQp::watch(std::chrono::steady_clock::time_point now) noexcept {
+// A peer QP in this process: while a request of ours waits on it, idle polls of our CQs kick its CQs (the
+// provider moves its data only inside calls on them).
+void OfiQp::link_local_peer(std::uint64_t peer_nonce) noexcept {
+    if (!profile_.needs_kicks || local_peer_linked_.load(std::memory_order_relaxed)) return;
+    try {
+        auto cqs = registry::local_cqs(peer_nonce);
+        if (!cqs[0]) return;
+        for (auto& cq : cqs) {
+            if (cq == send_cq_ || cq == recv_cq_) cq.reset();  // polled anyway when we wait
+        }
+        if (!cqs[0] && !cqs[1]) return;
+        local_peer_cqs_ = std::move(cqs);
+    } catch (...) {
+        return;
+    }
+    local_peer_linked_.store(true, std::memory_order_release);
+    send_cq_->local_peer_linked();
+    if (recv_cq_ != send_cq_) recv_cq_->local_peer_linked();
+}
+
+void OfiQp::kick_local_peer() noexcept {
+    for (auto& cq : local_peer_cqs_) {
+        if (cq) cq->kick();
+    }
+}
+
+void OfiQp::liveness_lost() noexcept {
+    if (peer_lost_.exchange(true, std::memory_order_acq_rel)) return;
+    peer_gone();
+    send_cq_->peer_lost();
+    service::wake_at(send_cq_, std::chrono::steady_clock::now() + loss_grace);
+}
+
+bool OfiQp::handle_loss(std::chrono::steady_clock::time_point now) noexcept {
     std::unique_lock lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock() || error_.load(std::memory_order_acquire) || peer_gone_.load(std::memory_order_acquire)) {
-        return;
+    if (!lock.owns_lock()) return false;
+    if (loss_handled_) return true;
+    if (!loss_seen_) {
+        loss_seen_ = true;
+        loss_since_ = now;
     }
-    if (profile_.ep_type == FI_EP_MSG) {
-        if (cm_ == Cm::done) drive_cm();
-        return;
+    if (error_.load(std::memory_order_acquire)) {
+        loss_handled_ = true;
+        return true;
     }
-    if (!profile_.silent_peer_loss || transport_deadline_.count() == 0) return;
-    // The first request of the send queue not finished yet: only one the peer's provider acknowledges by
-    // itself may run out of time; a send (or the marker of a write_with_imm) may be waiting for a receive,
-    // which is RNR, and these providers wait for receives forever.
+    if (now - loss_since_ < loss_grace) return false;
+    loss_handled_ = true;
+    // The send CQ's consumer (this thread) has read what the provider had: the first request still
+    // unfinished is the one the peer's loss ends.
     Ring& r = send_;
     const std::uint64_t tail = r.tail.load(std::memory_order_acquire);
-    std::uint64_t seq = r.freed.load(std::memory_order_acquire);
+    std::uint64_t seq = r.head;
     while (seq < tail && r.at(seq).done.load(std::memory_order_acquire)) ++seq;
-    auto acked_by_peer_provider = [](const Slot& s) {
-        auto rma = [](OpKind k) { return k == OpKind::write || k == OpKind::read || fence_orders(k); };
-        return rma(s.kind[0]) && (s.kind[1] == OpKind::none || rma(s.kind[1]));
-    };
-    if (seq == tail || !acked_by_peer_provider(r.at(seq))) {
-        watched_seq_ = no_seq;
-        return;
+    if (seq < tail) {
+        origin_vendor_err_ = FI_ENOTCONN;
+        give_up(seq);
+        // MSG endpoints: make the provider end what it still holds (rxe retries a write to a destroyed QP
+        // for as long as the endpoint lives); its late completions change nothing (complete_op()).
+        if (profile_.ep_type == FI_EP_MSG && ep_) fi_shutdown(ep_.get(), 0);
     }
-    if (seq != watched_seq_) {
-        watched_seq_ = seq;
-        watched_since_ = now;
-        return;
-    }
-    // rxm opens the connection underneath with the QP's first request, and the peer's side of that
-    // handshake runs only when the peer polls: until one request has finished, allow for it.
-    const auto deadline = seq == 0 ? std::max(transport_deadline_, first_request_floor) : transport_deadline_;
-    if (now - watched_since_ >= deadline) give_up(seq);
+    return true;
 }
 
-// The request at `seq` outlived the transport deadline: the QP goes to error with it as the origin, and
-// its operations and those of later requests still at the provider are given up (the provider keeps them
-// until the endpoint closes; complete_op() ignores their completions if they ever come).
+// The request at `seq` is ended by the peer's loss: the QP goes to error with it as the origin, and its
+// operations and those of later requests still at the provider are given up (the provider keeps them
+// until the endpoint closes; complete_op() ignores their completions if they ever come). mu_ held.
 void OfiQp::give_up(std::uint64_t seq) noexcept {
-    origin_vendor_err_ = FI_ETIMEDOUT;
     enter_error(send_, seq, WcStatus::transport_retry_exceeded);
-    const std::uint64_t posted = send_.posted.load(std::memory_order_relaxed);
+    const std::uint64_t posted = send_.posted.load(std::memory_order_acquire);
     for (std::uint64_t i = seq; i < posted; ++i) {
         Slot& s = send_.at(i);
         if (s.ops_posted == 0) continue;
@@ -638,7 +715,7 @@ void OfiQp::give_up(std::uint64_t seq) noexcept {
         if (s.ops_left.exchange(0, std::memory_order_acq_rel) == 0) continue;
         if (i == seq) {
             s.status = WcStatus::transport_retry_exceeded;
-            s.vendor_err = FI_ETIMEDOUT;
+            s.vendor_err = origin_vendor_err_;
         }
         s.done.store(true, std::memory_order_release);
     }
@@ -648,19 +725,28 @@ void OfiQp::give_up(std::uint64_t seq) noexcept {
     send_.cq->notify(send_);
 }
 
-// Called with the registry's lock held by the peer's destructor (or by disconnected()). Libfabric does not always survive a
-// post to a peer endpoint closed in the same process (shm 1.17 faults in fi_writemsg), and RC reports a
-// vanished peer as transport_retry_exceeded: the next send does so without reaching the provider.
+// The connected peer is gone (destroyed in this process, in error, or lost): the next send fails with
+// transport_retry_exceeded without reaching the provider. Libfabric does not always survive a post to a
+// peer endpoint closed in the same process (shm 1.17 faults in fi_writemsg).
 void OfiQp::peer_gone() noexcept {
     peer_gone_.store(true, std::memory_order_release);
     send_.direct.store(false, std::memory_order_release);
 }
 
 OfiQp::~OfiQp() {
-    registry::remove_watched(this);
+    // The liveness watch first: when unwatch() returns, the service thread no longer calls us.
+    service::unwatch(live_watch_);
+    close_liveness_listener();
+    if (live_conn_ >= 0) ::close(live_conn_);
     registry::remove_live(this);
     if (std::uint64_t peer = peer_nonce_.load(std::memory_order_acquire); peer != 0) registry::tell_peer_gone(peer);
     registry::drop_attention(this);
+    send_cq_->unbind(this);
+    recv_cq_->unbind(this);
+    if (local_peer_linked_.load(std::memory_order_acquire)) {
+        send_cq_->local_peer_unlinked();
+        if (recv_cq_ != send_cq_) recv_cq_->local_peer_unlinked();
+    }
     std::lock_guard lock(mu_);
     ep_ready_.store(false, std::memory_order_release);
     {
@@ -668,7 +754,7 @@ OfiQp::~OfiQp() {
         OfiCq* first = std::min(send_cq_.get(), recv_cq_.get());
         OfiCq* second = std::max(send_cq_.get(), recv_cq_.get());
         auto quiet_first = first->quiesce();
-        std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> quiet_second;
+        std::unique_lock<std::mutex> quiet_second;
         if (second != first) quiet_second = second->quiesce();
         ep_.reset();
         pep_.reset();

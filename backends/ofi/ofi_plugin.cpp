@@ -82,15 +82,6 @@ std::mutex attention_mu;
 std::vector<OfiQp*> attention;
 std::atomic<std::size_t> attention_size{0};
 
-std::mutex watched_mu;
-std::vector<OfiQp*> watched;
-std::atomic<std::size_t> watched_size{0};
-std::atomic<std::int64_t> next_watch_ns{0};
-constexpr std::chrono::nanoseconds watch_interval = std::chrono::milliseconds(1);
-
-std::mutex manual_mu;
-std::vector<OfiCq*> manual;
-
 template <class T>
 void erase_value(std::vector<T*>& v, const T* p) {
     v.erase(std::remove(v.begin(), v.end(), p), v.end());
@@ -163,47 +154,12 @@ void drive_all(bool try_only) noexcept {
     attention_size.store(attention.size(), std::memory_order_release);
 }
 
-void add_watched(OfiQp* qp) {
-    std::lock_guard lock(watched_mu);
-    if (std::find(watched.begin(), watched.end(), qp) == watched.end()) watched.push_back(qp);
-    watched_size.store(watched.size(), std::memory_order_release);
-}
-
-void remove_watched(OfiQp* qp) {
-    std::lock_guard lock(watched_mu);
-    erase_value(watched, qp);
-    watched_size.store(watched.size(), std::memory_order_release);
-}
-
-// Called by idle polls and waits, so cheap when it is not yet time: one atomic load and a clock read.
-void watch_all() noexcept {
-    if (watched_size.load(std::memory_order_relaxed) == 0) return;
-    const auto now = std::chrono::steady_clock::now();
-    const std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-    std::int64_t next = next_watch_ns.load(std::memory_order_relaxed);
-    if (now_ns < next) return;
-    if (!next_watch_ns.compare_exchange_strong(next, now_ns + watch_interval.count(), std::memory_order_relaxed)) return;
-    std::unique_lock lock(watched_mu, std::try_to_lock);
-    if (!lock.owns_lock()) return;
-    for (OfiQp* qp : watched) qp->watch(now);
-}
-
-void add_manual(OfiCq* cq) {
-    std::lock_guard lock(manual_mu);
-    manual.push_back(cq);
-}
-
-void remove_manual(OfiCq* cq) {
-    std::lock_guard lock(manual_mu);
-    erase_value(manual, cq);
-}
-
-void kick_others(const OfiCq* self) noexcept {
-    std::unique_lock lock(manual_mu, std::try_to_lock);
-    if (!lock.owns_lock()) return;
-    for (OfiCq* cq : manual) {
-        if (cq != self) cq->kick();
+std::array<std::shared_ptr<OfiCq>, 2> local_cqs(std::uint64_t nonce) {
+    std::lock_guard lock(live_mu);
+    for (OfiQp* q : live) {
+        if (q->nonce() == nonce) return q->cqs();
     }
+    return {};
 }
 
 }  // namespace registry

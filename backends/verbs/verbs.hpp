@@ -62,6 +62,19 @@ using ChannelPtr = std::unique_ptr<ibv_comp_channel, DestroyChannel>;
 using QpPtr = std::unique_ptr<ibv_qp, DestroyQp>;
 using DeviceListPtr = std::unique_ptr<ibv_device*[], FreeDeviceList>;
 
+// What post_send needs to know of a request opcode on a device, indexed by the opcode's byte (every value a
+// weft::Opcode can hold, so a malformed one needs no range check).
+struct OpInfo {
+    std::uint8_t wr_opcode = 0;        // ibv_wr_opcode
+    Opcode completion = Opcode::send;  // what its send-queue completion reports
+    // A request opcode the device supports, not an atomic: a request with one segment in `sge`, a 32-bit
+    // rkey and no flag that needs a look is valid once its length is checked.
+    bool plain = false;
+    bool atomic = false;
+};
+static_assert(sizeof(OpInfo) == 4);
+using OpTable = std::array<OpInfo, 256>;
+
 // The opened device and the port, GID and limits chosen at open. Every object made from a domain holds
 // a shared_ptr to it, so the context and PD outlive the last MR, CQ and QP.
 struct Device {
@@ -81,41 +94,63 @@ struct Device {
     std::uint8_t max_rd_atomic = 0;       // reads/atomics this side may have in flight (initiator depth)
     std::uint8_t max_dest_rd_atomic = 0;  // reads/atomics this side serves at once (responder resources)
     std::uint32_t max_sge_rd = 0;         // gather entries of an RDMA read, when the device says
+    // Soft-RoCE (rxe): receives posted to a QP in error are not flushed until the QP enters error again, and
+    // retry_cnt 7 means "retry forever" (docs/backends/verbs.md).
+    bool rxe = false;
     Capabilities caps;
+    OpTable ops{};  // from caps, by index_opcodes()
 };
+
+// Fills dev.ops from dev.caps (at open; the data-path benchmark calls it for its fake device).
+void index_opcodes(Device& dev) noexcept;
 
 // ---- Work-queue bookkeeping
 
-// weft's view of one work queue of a QP (its send queue or its receive queue): a ring of slots, one
-// per posted work request, holding the user's id and opcode. The request in slot i is posted with
-// wr_id = tag | i; `tag` names the entry of the CQ's QueueTable that leads back here, so a completion
-// finds its slot without a search.
+// weft's view of one work queue of a QP (its send queue or its receive queue): a ring of slots, one per
+// posted work request, holding the user's id and the opcode its completion reports. The ring has a power of
+// two slots, at least as many as the queue the provider granted; the request posted as the p-th of the queue
+// (counting from 0, modulo 2^32) sits in slot p & ring_mask and goes to the provider with
+// wr_id = tag | slot. `tag` names the entry of the CQ's QueueTable that leads back here, so a completion finds
+// its slot with two array reads.
 //
 // A send completion for slot k also retires every older slot: unsignaled requests before it are done
-// (verbs reports send-queue completions in order). Occupancy is counted here, not left to the
-// provider, so a batch that does not fit is refused whole before anything is posted.
+// (verbs reports send-queue completions in order). Occupancy is counted here, not left to the provider, so a
+// batch that does not fit is refused whole before anything is posted.
 //
-// One thread posts (head), one thread polls the CQ (tail); they may be different threads.
+// One thread posts, one thread polls the CQ; they may be different threads. Each writes its own counter and
+// reads the other's (a single-producer, single-consumer ring: no read-modify-write on the data path).
 struct WorkQueue {
     struct Slot {
         std::uint64_t id = 0;
-        Opcode opcode = Opcode::send;
+        Opcode opcode = Opcode::send;  // as the completion reports it: send or write for the *_with_imm ones
     };
 
-    std::unique_ptr<Slot[]> slots;
-    std::uint32_t capacity = 0;
-    std::uint32_t head = 0;  // next slot to fill; poster only
-    std::uint32_t tail = 0;  // oldest outstanding slot; poller only
-    std::atomic<std::uint32_t> used{0};
+    // Written by the poster: requests posted so far. Published before the provider sees them.
+    alignas(64) std::atomic<std::uint32_t> posted{0};
+    // Written by the poller: requests retired so far (completed, or covered by a later send completion).
+    alignas(64) std::atomic<std::uint32_t> retired{0};
+
+    alignas(64) std::unique_ptr<Slot[]> slots;
+    std::uint32_t ring_mask = 0;
+    std::uint32_t capacity = 0;  // requests the provider holds at once (<= ring_mask + 1)
     std::uint64_t tag = 0;
-    std::uint32_t qp_num = 0;
+    // IBV_WC_WITH_IMM on the receive queue, 0 on the send queue: immediate data belongs to receive
+    // completions (rxe also flags the requester's completion of a *_with_imm request, without a value).
+    std::uint32_t imm_flag = 0;
     bool is_recv = false;
     std::atomic<QpState>* state = nullptr;  // the owning QP's tracked state; the poller sets `error`
     ibv_qp* qp = nullptr;
 
-    std::uint32_t free_slots() const noexcept { return capacity - used.load(std::memory_order_acquire); }
-    // Retires slot `k` and every older one; returns false when `k` is not outstanding.
-    bool retire_through(std::uint32_t k) noexcept;
+    // Poster side.
+    std::uint32_t free_slots() const noexcept {
+        return capacity - (posted.load(std::memory_order_relaxed) - retired.load(std::memory_order_acquire));
+    }
+    // Poller side: how many slots a completion for slot `k` retires (k and every older outstanding one), or 0
+    // when `k` is not outstanding.
+    std::uint32_t retiring(std::uint32_t k, std::uint32_t retired_now) const noexcept {
+        const std::uint32_t count = ((k - retired_now) & ring_mask) + 1;
+        return count <= posted.load(std::memory_order_acquire) - retired_now ? count : 0;
+    }
 };
 
 // wr_id layout: bits 63..48 generation, 47..32 QueueTable index, 31..0 slot.
@@ -138,6 +173,8 @@ public:
     void detach(std::uint64_t tag) noexcept;
     // The work queue a wr_id belongs to, or null for one of a detached queue.
     WorkQueue* find(std::uint64_t wr_id) const noexcept;
+    // Changes whenever a queue is detached: a poller may keep what find() told it while this stays the same.
+    std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
 
 private:
     static constexpr std::uint32_t chunk_size = 256;
@@ -152,6 +189,7 @@ private:
 
     std::array<std::atomic<Entry*>, chunk_count> chunks_{};
     std::array<std::unique_ptr<Entry[]>, chunk_count> storage_{};
+    std::atomic<std::uint64_t> epoch_{0};
     std::mutex mutex_;
     std::vector<std::uint32_t> free_;
     std::uint32_t next_ = 0;
@@ -168,26 +206,41 @@ private:
     MrPtr mr_;
 };
 
+// Selects the constructors that run the data path over handles weft neither creates nor destroys: those of
+// a fake provider, for the data-path benchmark (bench/verbs_datapath.cpp), which needs no device.
+struct Adopt {};
+
 class VerbsCq final : public detail::CqImpl {
 public:
     VerbsCq(std::shared_ptr<Device> device, std::uint32_t depth);
+    // `channel` may be null (then wait() and fd() must not be called).
+    VerbsCq(Adopt, std::shared_ptr<Device> device, ibv_cq* cq, ibv_comp_channel* channel);
 
     std::size_t poll(std::span<Completion> out) noexcept override;
     bool wait(std::chrono::nanoseconds timeout) override;
     int fd() override;
     std::uint32_t depth() const noexcept override;
 
-    ibv_cq* handle() const noexcept { return cq_.get(); }
+    ibv_cq* handle() const noexcept { return cq_handle_; }
     const Device& device() const noexcept { return *device_; }
     QueueTable& queues() noexcept { return queues_; }
 
 private:
+    static constexpr std::size_t poll_batch = 16;  // work completions asked of the provider at a time
+
     // Polls the provider's CQ into `out`, translating each work completion; returns how many.
     std::size_t drain(std::span<Completion> out) noexcept;
-    // Translates one work completion and retires its slots; false for one of a detached queue.
-    bool translate(const ibv_wc& wc, Completion& out) noexcept;
-    // Completions taken while wait() checked the queue, handed out first by the next poll.
-    std::size_t take_held(std::span<Completion> out) noexcept;
+    // Translates the first `got` entries of wc_ into `out` (which has room for them) and retires the
+    // work-queue slots they cover; returns how many completions it wrote (those of destroyed QPs are dropped).
+    std::size_t translate(Completion* out, std::size_t got) noexcept;
+    // poll() once the provider returned `got` of the `want` work completions asked for. Kept out of poll(),
+    // which an empty CQ then leaves at once.
+    [[gnu::noinline]] std::size_t took(std::span<Completion> out, std::size_t got, std::size_t want) noexcept;
+    // poll() when wait() left completions behind: those first, then the CQ.
+    std::size_t poll_held(std::span<Completion> out) noexcept;
+    // poll() in fd mode when the CQ was found empty and may not be armed: drains the channel, arms, and
+    // looks once more for a completion that came before the arm.
+    std::size_t rearm_and_drain(std::span<Completion> out) noexcept;
     // Reads and acknowledges every pending channel event without blocking.
     void consume_events() noexcept;
     int arm() noexcept;
@@ -195,12 +248,32 @@ private:
     std::shared_ptr<Device> device_;
     ChannelPtr channel_;  // declared before cq_: the CQ goes first
     CqPtr cq_;
+    // What the data path uses: the handles above, or adopted ones (Adopt) that the owners above leave alone.
+    ibv_comp_channel* channel_handle_ = nullptr;
+    ibv_cq* cq_handle_ = nullptr;
     QueueTable queues_;
+    std::array<ibv_wc, poll_batch> wc_;  // what the provider writes into; only the poller touches it
+    // The work queue the last completion belonged to, kept from one poll to the next while the table's
+    // epoch stays the same (no queue was detached): its wr_id bits 63..32, or 0.
+    std::uint64_t last_epoch_ = 0;
+    std::uint64_t last_key_ = 0;
+    WorkQueue* last_wq_ = nullptr;
     std::array<Completion, 8> held_{};
     std::uint32_t held_begin_ = 0;
     std::uint32_t held_count_ = 0;
-    bool fd_mode_ = false;  // fd() was asked for: an emptied poll re-arms the channel
+    bool fd_mode_ = false;  // fd() was asked for: an empty poll re-arms the channel when it may be disarmed
+    // fd mode, and a completion was taken from the CQ since it was last armed (which may have used up the
+    // arming): the next empty poll arms again. Otherwise an empty poll needs no system call.
+    bool rearm_ = false;
 };
+
+// Moves a QP that is in error to error again, once per QP: `state` records it. rxe reads its receive queue
+// only when its responder runs, and a receive rings no doorbell, so a receive posted to a QP in error would
+// never be flushed, against the contract; re-entering error runs the responder. ERR -> ERR is legal on every
+// device. Called by whoever learns of the error first (poll seeing an error completion, state() asking the
+// device); post_recv does it for receives posted to a QP known to be in error.
+void rerun_error_flush(ibv_qp* qp) noexcept;
+void note_error(std::atomic<QpState>& state, ibv_qp* qp) noexcept;
 
 // The transport attributes connect() needs, kept from QpOptions (whose CQ references do not outlive
 // create_qp).
@@ -214,6 +287,9 @@ struct TransportOptions {
 class VerbsQp final : public detail::QpImpl {
 public:
     VerbsQp(std::shared_ptr<Device> device, const detail::QpSetup& setup);
+    // A QP of a fake provider, already connected (state rts), with the limits it granted.
+    VerbsQp(Adopt, std::shared_ptr<Device> device, std::shared_ptr<VerbsCq> send_cq, std::shared_ptr<VerbsCq> recv_cq,
+            ibv_qp* qp, const ibv_qp_cap& granted);
     ~VerbsQp() override;
 
     PostStatus post_send(std::span<const SendRequest> batch) noexcept override;
@@ -221,28 +297,39 @@ public:
     std::vector<std::byte> address() const override;
     void connect(std::span<const std::byte> peer) override;
     QpState state() const noexcept override;
+    // Still in init: connect() may be called (a refused handshake leaves it so).
+    bool fresh() const noexcept { return state_.load(std::memory_order_relaxed) == QpState::init; }
 
 private:
     void modify(ibv_qp_attr& attr, int mask, const char* transition, const std::string& context,
                 std::string_view call);
+    // Rings, work-request arrays and CQ table entries for the QP `handle_` with the limits `granted`.
+    void init_data_path(const ibv_qp_cap& granted);
+    // post_send for a batch that the fast checks did not clear: checks every request exactly, then builds.
+    [[gnu::noinline]] PostStatus post_send_general(std::span<const SendRequest> batch) noexcept;
+    // Hands the chain built for queue positions head..end (ending before `after`) to the provider.
+    PostStatus submit_send(std::uint32_t head, std::uint32_t end, ibv_send_wr* after) noexcept;
 
     std::shared_ptr<Device> device_;
     std::shared_ptr<VerbsCq> send_cq_;  // declared before qp_: the QP goes first
     std::shared_ptr<VerbsCq> recv_cq_;
     QpPtr qp_;
+    ibv_qp* handle_ = nullptr;  // qp_, or an adopted QP (Adopt) that qp_ leaves alone
     TransportOptions transport_;
     std::uint32_t psn_ = 0;
     mutable std::atomic<QpState> state_{QpState::reset};
 
     WorkQueue sq_;
     WorkQueue rq_;
-    // Work requests are built here, never on the heap per call: capacity x max_sge entries.
+    std::uint64_t max_single_length_ = 0;  // the longest one segment may be: min(max_msg_size, 2^32 - 1)
+    std::uint8_t checked_flags_ = 0;  // SendFlags that need a closer look (inline_data, unsupported ones)
+    bool recv_flush_help_ = false;    // the device does not flush receives posted to a QP in error (rxe)
+    // Work requests are built here, never on the heap per call: capacity + 1 chained entries, each with its
+    // own max_sge segments (next and sg_list are set once).
     std::unique_ptr<ibv_send_wr[]> send_wrs_;
     std::unique_ptr<ibv_sge[]> send_sges_;
     std::unique_ptr<ibv_recv_wr[]> recv_wrs_;
     std::unique_ptr<ibv_sge[]> recv_sges_;
-    std::uint32_t send_sge_stride_ = 0;
-    std::uint32_t recv_sge_stride_ = 0;
 };
 
 class VerbsDomain final : public detail::DomainImpl {

@@ -16,11 +16,14 @@
 // connection then belongs to the QPs alone, exactly as after a manual address exchange (the peer's CM may
 // see DISCONNECTED, which touches no QP).
 //
-// Private data is framed: "wC", version 1, length n, n address bytes. An IB CM REQ holds 92 bytes of which
-// rdma_cm's RDMA_PS_TCP header takes 36, so 56 remain for rdma_connect; a REP holds 196, a REJ 148. The
-// receiver is told the whole field's size, not what was sent, hence the length byte. A refusal carries "wR",
-// version, length and the listener's reason as text.
+// Private data is framed (verbs_wire.hpp): "wC", version 1, length n, n address bytes. An IB CM REQ holds 92
+// bytes of which rdma_cm's RDMA_PS_TCP header takes 36, so 56 remain for rdma_connect; a REP holds 196, a REJ
+// 148. The receiver is told the whole field's size, not what was sent, hence the length byte. A refusal
+// carries "wR", version, length and the listener's reason as text. Whatever a peer puts there is checked by
+// wire::decode_frame and wire::decode_address before it reaches a QP: a listener refuses a request it cannot
+// use and waits for the next one.
 #include "verbs.hpp"
+#include "verbs_wire.hpp"
 
 #include <rdma/rdma_cma.h>
 
@@ -51,14 +54,9 @@ constexpr std::string_view accept_call = "Listener::accept";
 constexpr std::size_t req_private_max = 92 - 36;  // IB CM REQ private data less rdma_cm's TCP port-space header
 constexpr std::size_t rep_private_max = 196;      // IB CM REP
 constexpr std::size_t rej_private_max = 148;      // IB CM REJ
-constexpr std::size_t frame_header = 4;
-constexpr std::size_t verbs_address_bytes = 40;   // the layout in verbs_qp.cpp
-static_assert(frame_header + verbs_address_bytes <= req_private_max,
+static_assert(wire::frame_header + wire::address_size <= req_private_max,
               "a verbs QP address must fit the private data of rdma_connect");
 static_assert(req_private_max <= rep_private_max);
-constexpr std::uint8_t frame_version = 1;
-constexpr char address_magic[2] = {'w', 'C'};
-constexpr char refusal_magic[2] = {'w', 'R'};
 constexpr int listen_backlog = 64;
 constexpr int ib_cm_rej_invalid_service_id = 8;  // IB spec REJ reason: nothing listens on that service ID
 constexpr int ib_cm_rej_consumer_defined = 28;
@@ -154,51 +152,22 @@ void check_device(const rdma_cm_id* id, const Device& dev, const std::string& wh
 
 // ---- Private data frames
 
-std::vector<std::uint8_t> frame(const char (&magic)[2], const void* payload, std::size_t n, std::size_t limit) {
-    n = std::min(n, limit - frame_header);
-    std::vector<std::uint8_t> out(frame_header + n);
-    out[0] = static_cast<std::uint8_t>(magic[0]);
-    out[1] = static_cast<std::uint8_t>(magic[1]);
-    out[2] = frame_version;
-    out[3] = static_cast<std::uint8_t>(n);
-    std::memcpy(out.data() + frame_header, payload, n);
-    return out;
-}
-
 std::vector<std::uint8_t> address_frame(const std::vector<std::byte>& address, std::size_t limit,
                                         std::string_view call) {
-    if (frame_header + address.size() > limit) {
+    if (wire::frame_header + address.size() > limit) {
         fail(Errc::internal,
              "a QP address of " + std::to_string(address.size()) + " bytes does not fit the " +
                  std::to_string(limit) + " bytes of connection private data",
              call);
     }
-    return frame(address_magic, address.data(), address.size(), limit);
+    return wire::encode_frame(wire::FrameKind::address, address, limit);
 }
 
-// The payload of a frame with `magic`; empty with `problem` set when the private data holds none.
-std::vector<std::byte> unframe(const rdma_conn_param& p, const char (&magic)[2], std::string& problem) {
-    const auto* b = static_cast<const std::uint8_t*>(p.private_data);
-    const std::size_t len = b ? p.private_data_len : 0;
-    if (len < frame_header || b[0] != static_cast<std::uint8_t>(magic[0]) ||
-        b[1] != static_cast<std::uint8_t>(magic[1])) {
-        problem = "its private data holds no weft QP address (" + std::to_string(len) +
-                  " bytes; a peer that is not weft::connect?)";
-        return {};
-    }
-    if (b[2] != frame_version) {
-        problem = "its private data is framed in version " + std::to_string(b[2]) + " (accepted: " +
-                  std::to_string(frame_version) + ")";
-        return {};
-    }
-    if (frame_header + b[3] > len) {
-        problem = "its private data claims " + std::to_string(b[3]) + " bytes but holds " +
-                  std::to_string(len - frame_header);
-        return {};
-    }
-    std::vector<std::byte> out(b[3]);
-    std::memcpy(out.data(), b + frame_header, out.size());
-    return out;
+// The QP address framed in the private data of `p`, copied out; empty with `problem` set when it holds none.
+std::vector<std::byte> peer_address(const rdma_conn_param& p, std::string& problem) {
+    std::span<const std::byte> payload;
+    problem = wire::decode_frame(p.private_data, p.private_data_len, wire::FrameKind::address, payload);
+    return {payload.begin(), payload.end()};
 }
 
 rdma_conn_param conn_param(const Device& dev, std::uint32_t qp_num, const std::vector<std::uint8_t>& data) {
@@ -268,7 +237,7 @@ std::string event_text(const rdma_cm_event& ev) {
 
 // Sends a refusal with `why` to the peer of `id`; best effort, the caller reports the real error.
 void refuse(rdma_cm_id* id, const std::string& why) {
-    auto data = frame(refusal_magic, why.data(), why.size(), rej_private_max);
+    const auto data = wire::encode_frame(wire::FrameKind::refusal, std::as_bytes(std::span(why)), rej_private_max);
     ::rdma_reject(id, data.data(), static_cast<std::uint8_t>(data.size()));
 }
 
@@ -281,10 +250,12 @@ void refuse(rdma_cm_id* id, const std::string& why) {
             if (ev.status == ib_cm_rej_invalid_service_id) {
                 why = "nothing listens on " + target + " (" + text + ", IB CM reason 8: invalid service ID)";
             } else {
-                std::string problem;
-                auto reason = unframe(ev.param.conn, refusal_magic, problem);
+                std::span<const std::byte> reason;
+                const std::string problem = wire::decode_frame(ev.param.conn.private_data,
+                                                               ev.param.conn.private_data_len,
+                                                               wire::FrameKind::refusal, reason);
                 why = "the listener at " + target + " refused: " +
-                      (problem.empty() ? std::string(reinterpret_cast<const char*>(reason.data()), reason.size())
+                      (problem.empty() ? wire::printable(reason)
                                        : text + ", IB CM reason " + std::to_string(ev.status) +
                                              (ev.status == ib_cm_rej_consumer_defined ? " (consumer defined)" : ""));
             }
@@ -378,7 +349,7 @@ void VerbsListener::note(CmEventPtr ev) {
                          " port " + std::to_string(ev->id->port_num) + ", not on the domain's " + device_->name +
                          " port " + std::to_string(device_->port);
         } else {
-            in.peer = unframe(ev->param.conn, address_magic, in.problem);
+            in.peer = peer_address(ev->param.conn, in.problem);
         }
         incoming_.push_back(std::move(in));
         return;  // `ev` is acknowledged here; the id now belongs to incoming_
@@ -392,24 +363,41 @@ void VerbsListener::note(CmEventPtr ev) {
     std::erase_if(incoming_, [id](const Incoming& in) { return in.id.get() == id; });
 }
 
-void VerbsListener::accept(detail::QpImpl& qp, milliseconds timeout) {
+void VerbsListener::accept(detail::QpImpl& qp_impl, milliseconds timeout) {
+    // The core has checked that the QP is fresh and of this listener's domain: a VerbsQp.
+    auto& qp = static_cast<VerbsQp&>(qp_impl);
     const auto deadline = Clock::now() + timeout;
-    while (incoming_.empty()) {
-        CmEventPtr ev = next_event(channel_.get(), deadline, accept_call);
-        if (!ev) fail_code(std::errc::timed_out, "no connect() to " + bound_ + " within " + ms_text(timeout), accept_call);
-        note(std::move(ev));
-    }
-    Incoming in = std::move(incoming_.front());
-    incoming_.pop_front();
-    if (!in.problem.empty()) {
-        refuse(in.id.get(), "refused by the listener at " + bound_ + ": " + in.problem);
-        fail(Errc::bad_descriptor, "refused the connect request from " + in.from + ": " + in.problem, accept_call);
-    }
-    try {
-        qp.connect(in.peer);
-    } catch (const Error& e) {
-        refuse(in.id.get(), "the listener at " + bound_ + " could not connect its QP: " + e.message());
-        throw;
+    // A request this listener cannot use (no weft address in it, a malformed one, the wrong device, a QP that
+    // does not connect to it) is refused, telling the peer why, and the wait goes on for the next one until
+    // the deadline: no peer can make accept() fail for the peers after it.
+    std::string last_refusal;
+    Incoming in;
+    for (;;) {
+        while (incoming_.empty()) {
+            CmEventPtr ev = next_event(channel_.get(), deadline, accept_call);
+            if (!ev) {
+                fail_code(std::errc::timed_out,
+                          "no connect() to " + bound_ + " within " + ms_text(timeout) +
+                              (last_refusal.empty() ? "" : " (refused one: " + last_refusal + ")"),
+                          accept_call);
+            }
+            note(std::move(ev));
+        }
+        in = std::move(incoming_.front());
+        incoming_.pop_front();
+        if (!in.problem.empty()) {
+            last_refusal = "the connect request from " + in.from + ": " + in.problem;
+            refuse(in.id.get(), "refused by the listener at " + bound_ + ": " + in.problem);
+            continue;
+        }
+        try {
+            qp.connect(in.peer);
+            break;
+        } catch (const Error& e) {
+            refuse(in.id.get(), "the listener at " + bound_ + " could not connect its QP: " + e.message());
+            if (!qp.fresh()) throw;  // got past the checks: the QP is half connected
+            last_refusal = "the connect request from " + in.from + ": " + e.message();
+        }
     }
     const auto data = address_frame(qp.address(), rep_private_max, accept_call);
     rdma_conn_param param = conn_param(*device_, qp.qp_num, data);
@@ -482,7 +470,7 @@ void VerbsDomain::connect_to(detail::QpImpl& qp, const detail::HostPort& where, 
     {
         CmEventPtr ev = expect(channel.get(), RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, timeout, target, stage);
         std::string problem;
-        peer = unframe(ev->param.conn, address_magic, problem);
+        peer = peer_address(ev->param.conn, problem);
         if (!problem.empty()) {
             ev.reset();
             refuse(id.get(), "the connector refused the answer: " + problem);

@@ -59,6 +59,7 @@ void QueueTable::detach(std::uint64_t tag) noexcept {
     std::lock_guard lock(mutex_);
     const auto index = static_cast<std::uint32_t>((tag >> wr_index_shift) & 0xffff);
     storage_[index / chunk_size][index % chunk_size].wq.store(nullptr, std::memory_order_release);
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
     free_.push_back(index);  // capacity reserved in attach
 }
 
@@ -85,25 +86,31 @@ VerbsCq::VerbsCq(std::shared_ptr<Device> device, std::uint32_t depth) : device_(
         fail_errno(err, "ibv_create_cq(depth " + std::to_string(depth) + ") on " + device_->name + " failed",
                    "create_cq");
     }
+    channel_handle_ = channel_.get();
+    cq_handle_ = cq_.get();
 }
 
-std::uint32_t VerbsCq::depth() const noexcept { return static_cast<std::uint32_t>(cq_->cqe); }
+VerbsCq::VerbsCq(Adopt, std::shared_ptr<Device> device, ibv_cq* cq, ibv_comp_channel* channel)
+    : device_(std::move(device)), channel_handle_(channel), cq_handle_(cq) {}
+
+std::uint32_t VerbsCq::depth() const noexcept { return static_cast<std::uint32_t>(cq_handle_->cqe); }
 
 void VerbsCq::consume_events() noexcept {
     ibv_cq* cq = nullptr;
     void* context = nullptr;
     unsigned events = 0;
-    while (::ibv_get_cq_event(channel_.get(), &cq, &context) == 0) ++events;
-    if (events != 0) ::ibv_ack_cq_events(cq_.get(), events);
+    while (::ibv_get_cq_event(channel_handle_, &cq, &context) == 0) ++events;
+    if (events != 0) ::ibv_ack_cq_events(cq_handle_, events);
 }
 
-int VerbsCq::arm() noexcept { return ::ibv_req_notify_cq(cq_.get(), 0); }
+int VerbsCq::arm() noexcept { return ::ibv_req_notify_cq(cq_handle_, 0); }
 
 int VerbsCq::fd() {
     fd_mode_ = true;
     consume_events();
     if (int rc = arm(); rc != 0) fail_errno(rc, "ibv_req_notify_cq failed", "CompletionQueue::fd");
-    return channel_->fd;
+    rearm_ = false;
+    return channel_handle_->fd;
 }
 
 bool VerbsCq::wait(std::chrono::nanoseconds timeout) {
@@ -116,6 +123,7 @@ bool VerbsCq::wait(std::chrono::nanoseconds timeout) {
     for (;;) {
         consume_events();
         if (int rc = arm(); rc != 0) fail_errno(rc, "ibv_req_notify_cq failed", "CompletionQueue::wait");
+        rearm_ = false;
         // A completion that came before the arm raises no event: look once more, keeping what we find.
         held_begin_ = 0;
         held_count_ = static_cast<std::uint32_t>(drain(held_));
@@ -128,7 +136,7 @@ bool VerbsCq::wait(std::chrono::nanoseconds timeout) {
             const auto left_ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
             ms = left_ms > INT_MAX ? INT_MAX : static_cast<int>(left_ms);
         }
-        pollfd p{channel_->fd, POLLIN, 0};
+        pollfd p{channel_handle_->fd, POLLIN, 0};
         const int rc = ::poll(&p, 1, ms);
         if (rc < 0 && errno != EINTR) {
             fail_errno(errno, "poll(2) on the completion channel failed", "CompletionQueue::wait");

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
+#include <cstring>
 
 namespace weft::verbs {
 namespace {
@@ -40,73 +42,62 @@ constexpr WcStatus to_status(ibv_wc_status s) noexcept {
     return s <= IBV_WC_GENERAL_ERR ? static_cast<WcStatus>(s) : WcStatus::general;
 }
 
-// Indexed by weft::Opcode; only the seven request opcodes are ever looked up.
-constexpr std::array<ibv_wr_opcode, 7> wr_opcodes{
-    IBV_WR_SEND,           // send
-    IBV_WR_SEND_WITH_IMM,  // send_with_imm
-    IBV_WR_RDMA_WRITE,     // write
-    IBV_WR_RDMA_WRITE_WITH_IMM,  // write_with_imm
-    IBV_WR_RDMA_READ,            // read
-    IBV_WR_ATOMIC_FETCH_AND_ADD,  // fetch_add
-    IBV_WR_ATOMIC_CMP_AND_SWP,    // compare_swap
-};
-static_assert(static_cast<int>(Opcode::compare_swap) == 6, "wr_opcodes follows weft::Opcode's order");
-
-constexpr unsigned to_send_flags(SendFlags f) noexcept {
+constexpr unsigned to_send_flags(unsigned f) noexcept {
     unsigned out = 0;
-    if (has(f, SendFlags::signaled)) out |= IBV_SEND_SIGNALED;
-    if (has(f, SendFlags::fence)) out |= IBV_SEND_FENCE;
-    if (has(f, SendFlags::inline_data)) out |= IBV_SEND_INLINE;
-    if (has(f, SendFlags::solicited)) out |= IBV_SEND_SOLICITED;
+    if ((f & static_cast<unsigned>(SendFlags::signaled)) != 0) out |= IBV_SEND_SIGNALED;
+    if ((f & static_cast<unsigned>(SendFlags::fence)) != 0) out |= IBV_SEND_FENCE;
+    if ((f & static_cast<unsigned>(SendFlags::inline_data)) != 0) out |= IBV_SEND_INLINE;
+    if ((f & static_cast<unsigned>(SendFlags::solicited)) != 0) out |= IBV_SEND_SOLICITED;
     return out;
 }
 
-// Send-queue completion opcode of a successful completion; opcodes weft does not post fall back to the
-// slot's record.
-constexpr Opcode send_completion_opcode(ibv_wc_opcode op, Opcode posted) noexcept {
-    switch (op) {
-        case IBV_WC_SEND: return Opcode::send;
-        case IBV_WC_RDMA_WRITE: return Opcode::write;
-        case IBV_WC_RDMA_READ: return Opcode::read;
-        case IBV_WC_COMP_SWAP: return Opcode::compare_swap;
-        case IBV_WC_FETCH_ADD: return Opcode::fetch_add;
-        default: return completion_opcode(posted);
+// ibv_send_flags for each combination of the four SendFlags bits; higher bits mean nothing and are dropped.
+constexpr auto send_flag_table = [] {
+    std::array<std::uint8_t, 16> t{};
+    for (unsigned f = 0; f < t.size(); ++f) t[f] = static_cast<std::uint8_t>(to_send_flags(f));
+    return t;
+}();
+
+// Which states accept send-queue requests, as a bit per QpState. In error (and sqe) posting is allowed:
+// the requests complete as flushed, as the contract says.
+constexpr unsigned send_states = 1u << static_cast<unsigned>(QpState::rts) | 1u << static_cast<unsigned>(QpState::sqd) |
+                                 1u << static_cast<unsigned>(QpState::sqe) | 1u << static_cast<unsigned>(QpState::error);
+
+// The segment list of a request and its total length; false when num_sge > 1 comes without sg_list.
+template <class Request>
+bool gather(const Request& r, ibv_sge* sge, std::uint64_t& length) noexcept {
+    const LocalSegment* seg = r.sg_list != nullptr ? r.sg_list : &r.sge;
+    if (r.sg_list == nullptr && r.num_sge > 1) return false;
+    length = 0;
+    for (std::uint32_t j = 0; j < r.num_sge; ++j) {
+        sge[j].addr = seg[j].addr;
+        sge[j].length = seg[j].length;
+        sge[j].lkey = seg[j].lkey;
+        length += seg[j].length;
     }
+    return true;
 }
 
-constexpr bool post_send_allowed(QpState s) noexcept {
-    // In error (and sqe) posting is allowed: the requests complete as flushed, as the contract says.
-    return s == QpState::rts || s == QpState::sqd || s == QpState::sqe || s == QpState::error;
-}
+// The segment of a request with one segment in `sge` (the builders' form): its address, length and key are
+// the first 16 bytes of a LocalSegment, laid out as in ibv_sge.
+static_assert(offsetof(LocalSegment, addr) == offsetof(ibv_sge, addr) &&
+              offsetof(LocalSegment, length) == offsetof(ibv_sge, length) &&
+              offsetof(LocalSegment, lkey) == offsetof(ibv_sge, lkey) && sizeof(ibv_sge) == 16);
+inline void copy_segment(const LocalSegment& from, ibv_sge& to) noexcept { std::memcpy(&to, &from, sizeof to); }
 
-// Moves a QP that is already in error to error again. rxe reads its receive queue only when its
-// responder runs, and a receive rings no doorbell, so a receive posted to a QP in error would never be
-// flushed, against the contract; re-entering error runs the responder. ERR -> ERR is legal on every
-// device. Called once when poll first sees the QP fail, and by post_recv on a QP known to be in error:
-// a system call on error paths only.
+}  // namespace
+
 void rerun_error_flush(ibv_qp* qp) noexcept {
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_ERR;
     (void)::ibv_modify_qp(qp, &attr, IBV_QP_STATE);
 }
 
-constexpr std::uint32_t next_slot(std::uint32_t slot, std::uint32_t capacity) noexcept {
-    return slot + 1 == capacity ? 0 : slot + 1;
+void note_error(std::atomic<QpState>& state, ibv_qp* qp) noexcept {
+    if (state.exchange(QpState::error, std::memory_order_acq_rel) != QpState::error) rerun_error_flush(qp);
 }
 
-}  // namespace
-
-// ---- Work-queue slots
-
-bool WorkQueue::retire_through(std::uint32_t k) noexcept {
-    const std::uint32_t outstanding = used.load(std::memory_order_acquire);
-    if (k >= capacity || outstanding == 0) return false;
-    const std::uint32_t count = (k >= tail ? k - tail : k + capacity - tail) + 1;
-    if (count > outstanding) return false;
-    tail = next_slot(k, capacity);
-    used.fetch_sub(count, std::memory_order_release);
-    return true;
-}
+// ---- Work-queue table
 
 WorkQueue* QueueTable::find(std::uint64_t wr_id) const noexcept {
     const auto index = static_cast<std::uint32_t>((wr_id >> wr_index_shift) & 0xffff);
@@ -122,16 +113,50 @@ WorkQueue* QueueTable::find(std::uint64_t wr_id) const noexcept {
 // ---- Posting
 
 PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
-    if (!post_send_allowed(state_.load(std::memory_order_relaxed))) {
+    if (((send_states >> static_cast<unsigned>(state_.load(std::memory_order_relaxed))) & 1u) == 0) {
         return PostStatus::not_connected("post_send needs a connected QP: call connect() first");
     }
-    if (batch.empty()) return PostStatus::ok();
-    if (auto st = detail::validate_send_batch(batch, caps, device_->caps); !st) return st;
-    if (batch.size() > sq_.free_slots()) return PostStatus::queue_full();
+    const std::size_t n = batch.size();
+    if (n - 1 >= sq_.free_slots()) {  // n == 0 wraps round
+        return n == 0 ? PostStatus::ok() : PostStatus::queue_full();
+    }
+    // The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a
+    // message may be, a 32-bit rkey, no flag that needs a look) is checked and built here; a batch with any
+    // other goes to post_send_general, which checks every request exactly. Nothing is posted before the
+    // whole batch is checked, and what was built so far is simply built again.
+    const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
+    const std::uint32_t mask = sq_.ring_mask;
+    const std::uint64_t tag = sq_.tag;
+    const OpInfo* const ops = device_->ops.data();
+    WorkQueue::Slot* const slots = sq_.slots.get();
+    ibv_send_wr* wr = send_wrs_.get();
+    std::uint32_t slot = head;
+    for (const SendRequest& r : batch) {
+        const OpInfo info = ops[static_cast<std::uint8_t>(r.opcode)];
+        const unsigned flags = static_cast<std::uint8_t>(r.flags);
+        if (!info.plain || (flags & checked_flags_) != 0 || static_cast<std::uint32_t>(r.rkey >> 32) != 0 ||
+            r.sg_list != nullptr || r.num_sge != 1 || r.sge.length > max_single_length_) [[unlikely]] {
+            return post_send_general(batch);
+        }
+        const std::uint32_t k = slot & mask;
+        wr->wr_id = tag | k;
+        wr->num_sge = 1;
+        wr->opcode = static_cast<ibv_wr_opcode>(info.wr_opcode);
+        wr->send_flags = send_flag_table[flags & 0xf];
+        wr->imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
+        wr->wr.rdma.remote_addr = r.remote_addr;
+        wr->wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);  // read only by writes and reads
+        copy_segment(r.sge, *wr->sg_list);
+        slots[k] = {r.id, info.completion};
+        ++slot;
+        ++wr;
+    }
+    return submit_send(head, slot, wr);
+}
 
-    const auto n = static_cast<std::uint32_t>(batch.size());
-    std::uint32_t slot = sq_.head;
-    for (std::uint32_t i = 0; i < n; ++i) {
+PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexcept {
+    if (auto st = detail::validate_send_batch(batch, caps, device_->caps); !st) return st;
+    for (std::uint32_t i = 0; i < batch.size(); ++i) {
         const SendRequest& r = batch[i];
         if (needs_remote(r.opcode) && r.rkey > 0xffffffffu) {
             return PostStatus::invalid(i, "rkey does not fit in 32 bits: not a verbs key (a RemoteRegion of "
@@ -140,60 +165,49 @@ PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
         if (r.opcode == Opcode::read && device_->max_sge_rd != 0 && r.num_sge > device_->max_sge_rd) {
             return PostStatus::invalid(i, "more segments than the device allows in a read (max_sge_rd)");
         }
-
-        ibv_sge* sge = &send_sges_[static_cast<std::size_t>(i) * send_sge_stride_];
-        const auto segments = r.segments();
-        for (std::size_t j = 0; j < segments.size(); ++j) {
-            sge[j].addr = segments[j].addr;
-            sge[j].length = segments[j].length;
-            sge[j].lkey = segments[j].lkey;
-        }
-        ibv_send_wr& wr = send_wrs_[i];
-        wr = ibv_send_wr{};
-        wr.wr_id = sq_.tag | slot;
-        wr.next = i + 1 < n ? &send_wrs_[i + 1] : nullptr;
-        wr.sg_list = segments.empty() ? nullptr : sge;
-        wr.num_sge = static_cast<int>(segments.size());
-        wr.opcode = wr_opcodes[static_cast<std::size_t>(r.opcode)];
-        wr.send_flags = to_send_flags(r.flags);
-        switch (r.opcode) {
-            case Opcode::send_with_imm:
-                wr.imm_data = htonl(r.imm);
-                break;
-            case Opcode::write_with_imm:
-                wr.imm_data = htonl(r.imm);
-                [[fallthrough]];
-            case Opcode::write:
-            case Opcode::read:
-                wr.wr.rdma.remote_addr = r.remote_addr;
-                wr.wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);
-                break;
-            case Opcode::fetch_add:
-            case Opcode::compare_swap:
-                wr.wr.atomic.remote_addr = r.remote_addr;
-                wr.wr.atomic.compare_add = r.compare_add;
-                wr.wr.atomic.swap = r.swap;
-                wr.wr.atomic.rkey = static_cast<std::uint32_t>(r.rkey);
-                break;
-            default:
-                break;
-        }
-        sq_.slots[slot] = {r.id, r.opcode};
-        slot = next_slot(slot, sq_.capacity);
     }
+    const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
+    std::uint32_t slot = head;
+    ibv_send_wr* wr = send_wrs_.get();
+    for (const SendRequest& r : batch) {
+        const OpInfo info = device_->ops[static_cast<std::uint8_t>(r.opcode)];
+        const std::uint32_t k = slot & sq_.ring_mask;
+        std::uint64_t length = 0;
+        (void)gather(r, wr->sg_list, length);  // validate_send_batch checked sg_list
+        wr->wr_id = sq_.tag | k;
+        wr->num_sge = static_cast<int>(r.num_sge);
+        wr->opcode = static_cast<ibv_wr_opcode>(info.wr_opcode);
+        wr->send_flags = send_flag_table[static_cast<unsigned>(r.flags) & 0xf];
+        wr->imm_data = htonl(r.imm);
+        if (info.atomic) {  // wr.atomic.compare_add shares its place with wr.rdma.rkey
+            wr->wr.atomic.remote_addr = r.remote_addr;
+            wr->wr.atomic.compare_add = r.compare_add;
+            wr->wr.atomic.swap = r.swap;
+            wr->wr.atomic.rkey = static_cast<std::uint32_t>(r.rkey);
+        } else {
+            wr->wr.rdma.remote_addr = r.remote_addr;
+            wr->wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);
+        }
+        sq_.slots[k] = {r.id, info.completion};
+        ++slot;
+        ++wr;
+    }
+    return submit_send(head, slot, wr);
+}
 
+PostStatus VerbsQp::submit_send(std::uint32_t head, std::uint32_t end, ibv_send_wr* after) noexcept {
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
-    sq_.used.fetch_add(n, std::memory_order_acq_rel);
+    sq_.posted.store(end, std::memory_order_release);
+    ibv_send_wr* const wrs = send_wrs_.get();
+    after[-1].next = nullptr;
     ibv_send_wr* bad = nullptr;
-    if (::ibv_post_send(qp_.get(), send_wrs_.get(), &bad) == 0) {
-        sq_.head = slot;
-        return PostStatus::ok();
-    }
+    const int rc = ::ibv_post_send(handle_, wrs, &bad);
+    after[-1].next = after;
+    if (rc == 0) [[likely]] return PostStatus::ok();
     // The provider refused a request weft's checks let through. Providers stop at the first bad request,
     // having queued the ones before it; account for those, and say so.
-    const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - send_wrs_.get()) : 0u;
-    for (std::uint32_t i = 0; i < posted; ++i) sq_.head = next_slot(sq_.head, sq_.capacity);
-    sq_.used.fetch_sub(n - posted, std::memory_order_acq_rel);
+    const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - wrs) : 0u;
+    sq_.posted.store(head + posted, std::memory_order_release);
     return PostStatus::invalid(posted, posted == 0 ? "the provider refused the request (ibv_post_send)"
                                                    : "the provider refused this request (ibv_post_send); the "
                                                      "requests before it in the batch were posted");
@@ -201,43 +215,56 @@ PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
 
 PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     const QpState state = state_.load(std::memory_order_relaxed);
-    if (state == QpState::reset) {
+    if (state == QpState::reset) [[unlikely]] {
         return PostStatus::not_connected("post_recv needs the QP in init or later");
     }
-    if (batch.empty()) return PostStatus::ok();
-    if (auto st = detail::validate_recv_batch(batch, caps); !st) return st;
-    if (batch.size() > rq_.free_slots()) return PostStatus::queue_full();
-
-    const auto n = static_cast<std::uint32_t>(batch.size());
-    std::uint32_t slot = rq_.head;
-    for (std::uint32_t i = 0; i < n; ++i) {
-        const RecvRequest& r = batch[i];
-        ibv_sge* sge = &recv_sges_[static_cast<std::size_t>(i) * recv_sge_stride_];
-        const auto segments = r.segments();
-        for (std::size_t j = 0; j < segments.size(); ++j) {
-            sge[j].addr = segments[j].addr;
-            sge[j].length = segments[j].length;
-            sge[j].lkey = segments[j].lkey;
+    const std::size_t n = batch.size();
+    if (n - 1 >= rq_.free_slots()) return n == 0 ? PostStatus::ok() : PostStatus::queue_full();
+    const std::uint32_t head = rq_.posted.load(std::memory_order_relaxed);
+    const std::uint32_t mask = rq_.ring_mask;
+    const std::uint64_t tag = rq_.tag;
+    const std::uint32_t max_sge = caps.max_sge;
+    WorkQueue::Slot* const slots = rq_.slots.get();
+    ibv_recv_wr* const wrs = recv_wrs_.get();
+    ibv_recv_wr* wr = wrs;
+    std::uint32_t slot = head;
+    for (const RecvRequest& r : batch) {
+        if (r.sg_list == nullptr && r.num_sge == 1) [[likely]] {
+            copy_segment(r.sge, *wr->sg_list);
+        } else {
+            const auto i = static_cast<std::uint32_t>(wr - wrs);
+            if (r.num_sge > max_sge) return PostStatus::invalid(i, "more segments than the QP's max_sge");
+            std::uint64_t length = 0;
+            if (!gather(r, wr->sg_list, length)) return PostStatus::invalid(i, "num_sge > 1 needs sg_list");
         }
-        ibv_recv_wr& wr = recv_wrs_[i];
-        wr.wr_id = rq_.tag | slot;
-        wr.next = i + 1 < n ? &recv_wrs_[i + 1] : nullptr;
-        wr.sg_list = segments.empty() ? nullptr : sge;
-        wr.num_sge = static_cast<int>(segments.size());
-        rq_.slots[slot] = {r.id, Opcode::recv};
-        slot = next_slot(slot, rq_.capacity);
+        const std::uint32_t k = slot & mask;
+        wr->wr_id = tag | k;
+        wr->num_sge = static_cast<int>(r.num_sge);
+        slots[k] = {r.id, Opcode::recv};
+        ++slot;
+        ++wr;
     }
 
-    rq_.used.fetch_add(n, std::memory_order_acq_rel);
+    rq_.posted.store(slot, std::memory_order_release);
+    ibv_recv_wr& last = wr[-1];
+    last.next = nullptr;
     ibv_recv_wr* bad = nullptr;
-    if (::ibv_post_recv(qp_.get(), recv_wrs_.get(), &bad) == 0) {
-        rq_.head = slot;
-        if (state == QpState::error) rerun_error_flush(qp_.get());
+    const int rc = ::ibv_post_recv(handle_, wrs, &bad);
+    last.next = wr;
+    if (rc == 0) [[likely]] {
+        if (state == QpState::error) [[unlikely]] {
+            rerun_error_flush(handle_);
+        } else if (recv_flush_help_) {
+            // The poller may have learnt of an error between the load above and the post: then it re-ran the
+            // flush before these receives were in the queue, and it falls to us. The fence orders the post
+            // before the load (the poller's exchange is a full barrier on its side).
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            if (state_.load(std::memory_order_relaxed) == QpState::error) [[unlikely]] rerun_error_flush(handle_);
+        }
         return PostStatus::ok();
     }
-    const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - recv_wrs_.get()) : 0u;
-    for (std::uint32_t i = 0; i < posted; ++i) rq_.head = next_slot(rq_.head, rq_.capacity);
-    rq_.used.fetch_sub(n - posted, std::memory_order_acq_rel);
+    const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - wrs) : 0u;
+    rq_.posted.store(head + posted, std::memory_order_release);
     return PostStatus::invalid(posted, posted == 0 ? "the provider refused the receive (ibv_post_recv)"
                                                    : "the provider refused this receive (ibv_post_recv); the "
                                                      "receives before it in the batch were posted");
@@ -245,78 +272,147 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
 
 // ---- Polling
 
-bool VerbsCq::translate(const ibv_wc& wc, Completion& c) noexcept {
-    WorkQueue* wq = queues_.find(wc.wr_id);
-    if (wq == nullptr) return false;
-    const auto slot = static_cast<std::uint32_t>(wc.wr_id);
-    // The acquire pairs with the poster's count of the request, ordering its write of the slot first.
-    if (slot >= wq->capacity || wq->used.load(std::memory_order_acquire) == 0) return false;
-    const WorkQueue::Slot posted = wq->slots[slot];  // read before retiring: the poster may reuse it then
-    if (!wq->retire_through(slot)) return false;
+namespace {
 
-    c.id = posted.id;
-    c.qp_num = wc.qp_num;
+// Fills `c` from an error completion: verbs leaves opcode undefined on errors, the slot knows what was posted.
+[[gnu::noinline, gnu::cold]] void translate_error(const ibv_wc& wc, const WorkQueue& wq, Opcode posted,
+                                                   Completion& c) noexcept {
+    c.opcode = posted;
     c.status = to_status(wc.status);
-    if (wc.status == IBV_WC_SUCCESS) {
-        c.opcode = wq->is_recv ? (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? Opcode::recv_rdma_with_imm : Opcode::recv)
-                               : send_completion_opcode(wc.opcode, posted.opcode);
-        c.byte_len = wc.byte_len;
-        // Immediate data belongs to receive completions; rxe also flags the requester's completion of a
-        // *_with_imm request, without a value, which would read as an immediate of 0.
-        c.has_imm = wq->is_recv && (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
-        c.imm = c.has_imm ? ntohl(wc.imm_data) : 0;
-        c.vendor_err = 0;
-    } else {
-        // verbs leaves opcode undefined on errors; the slot knows what was posted.
-        c.opcode = wq->is_recv ? Opcode::recv : completion_opcode(posted.opcode);
-        c.byte_len = 0;
-        c.has_imm = false;
-        c.imm = 0;
-        c.vendor_err = wc.vendor_err;
-        // Receives the program posted between the QP's failure and this poll must flush too.
-        if (wq->state->exchange(QpState::error, std::memory_order_relaxed) != QpState::error) {
-            rerun_error_flush(wq->qp);
-        }
+    c.byte_len = 0;
+    c.has_imm = false;
+    c.imm = 0;
+    c.vendor_err = wc.vendor_err;
+    // Receives the program posted between the QP's failure and this poll must flush too.
+    note_error(*wq.state, wq.qp);
+}
+
+}  // namespace
+
+// Completion is written in four 8-byte words, built in registers from the work completion.
+static_assert(offsetof(Completion, id) == 0 && offsetof(Completion, byte_len) == 8 && offsetof(Completion, imm) == 12 &&
+              offsetof(Completion, qp_num) == 16 && offsetof(Completion, vendor_err) == 20 &&
+              offsetof(Completion, status) == 24 && offsetof(Completion, opcode) == 25 &&
+              offsetof(Completion, has_imm) == 26 && sizeof(Completion) == 32);
+static_assert(static_cast<int>(WcStatus::success) == 0);
+
+std::size_t VerbsCq::translate(Completion* out, std::size_t got) noexcept {
+    Completion* c = out;
+    // Completions mostly belong to the queue of the one before: what is needed of it is kept in registers
+    // while they do, and its retired count is published when they stop (slots are read before that, so the
+    // poster cannot reuse them under us). The queue is remembered across polls while no queue is detached.
+    if (const std::uint64_t epoch = queues_.epoch(); epoch != last_epoch_) {
+        last_epoch_ = epoch;
+        last_key_ = 0;
     }
-    return true;
+    std::uint64_t key = last_key_;  // wr_id bits 63..32 of the current queue; generation 0 is never issued
+    WorkQueue* wq = last_wq_;
+    const WorkQueue::Slot* slots = nullptr;
+    std::uint32_t mask = 0;
+    std::uint32_t retired = 0;
+    std::uint32_t outstanding = 0;
+    bool recv = false;
+    if (key != 0) {
+        slots = wq->slots.get();
+        mask = wq->ring_mask;
+        retired = wq->retired.load(std::memory_order_relaxed);
+        outstanding = wq->posted.load(std::memory_order_acquire) - retired;
+        recv = wq->is_recv;
+    }
+    for (const ibv_wc& w : std::span(wc_.data(), got)) {
+        if (const std::uint64_t k = w.wr_id >> wr_index_shift; k != key) [[unlikely]] {
+            if (key != 0) wq->retired.store(retired, std::memory_order_release);
+            wq = queues_.find(w.wr_id);
+            key = wq != nullptr ? k : 0;
+            if (wq == nullptr) continue;  // a completion of a destroyed QP
+            slots = wq->slots.get();
+            mask = wq->ring_mask;
+            retired = wq->retired.load(std::memory_order_relaxed);
+            outstanding = wq->posted.load(std::memory_order_acquire) - retired;
+            recv = wq->is_recv;
+        }
+        const std::uint32_t slot = static_cast<std::uint32_t>(w.wr_id) & mask;
+        const std::uint32_t count = ((slot - retired) & mask) + 1;  // this slot and the older ones
+        if (count > outstanding) [[unlikely]] continue;  // not outstanding: not ours to report
+        retired += count;
+        outstanding -= count;
+
+        const WorkQueue::Slot& posted = slots[slot];
+        if (w.status == IBV_WC_SUCCESS) [[likely]] {
+            // byte_len | imm << 32;  qp_num | vendor_err (0) << 32;  status (0) | opcode << 8 | has_imm << 16.
+            std::uint64_t lengths = w.byte_len;
+            std::uint64_t tail = static_cast<std::uint64_t>(posted.opcode) << 8;
+            if (recv) {
+                // Immediate data belongs to receive completions (rxe also flags the requester's completion
+                // of a *_with_imm request, without a value). The slot says recv; a write_with_imm that
+                // consumed the receive is the opcode after it.
+                if ((w.wc_flags & IBV_WC_WITH_IMM) != 0) {
+                    lengths |= static_cast<std::uint64_t>(ntohl(w.imm_data)) << 32;
+                    tail |= 1u << 16;
+                }
+                if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+            }
+            auto* bytes = reinterpret_cast<unsigned char*>(c);
+            const std::uint64_t qp_num = w.qp_num;
+            std::memcpy(bytes, &posted.id, 8);
+            std::memcpy(bytes + 8, &lengths, 8);
+            std::memcpy(bytes + 16, &qp_num, 8);
+            std::memcpy(bytes + 24, &tail, 8);
+        } else {
+            c->id = posted.id;
+            c->qp_num = w.qp_num;
+            translate_error(w, *wq, posted.opcode, *c);
+        }
+        ++c;
+    }
+    if (key != 0) wq->retired.store(retired, std::memory_order_release);
+    last_key_ = key;
+    last_wq_ = wq;
+    return static_cast<std::size_t>(c - out);
 }
 
 std::size_t VerbsCq::drain(std::span<Completion> out) noexcept {
-    constexpr int batch = 16;
-    std::array<ibv_wc, batch> wc;
     std::size_t n = 0;
     while (n < out.size()) {
-        const int want = static_cast<int>(std::min<std::size_t>(batch, out.size() - n));
-        const int got = ::ibv_poll_cq(cq_.get(), want, wc.data());
+        const std::size_t want = std::min(poll_batch, out.size() - n);
+        const int got = ::ibv_poll_cq(cq_handle_, static_cast<int>(want), wc_.data());
         if (got <= 0) break;
-        for (int i = 0; i < got; ++i) {
-            if (translate(wc[static_cast<std::size_t>(i)], out[n])) ++n;
-        }
-        if (got < want) break;
+        rearm_ = fd_mode_;
+        n += translate(out.data() + n, static_cast<std::size_t>(got));
+        if (static_cast<std::size_t>(got) < want) break;
     }
     return n;
 }
 
-std::size_t VerbsCq::take_held(std::span<Completion> out) noexcept {
+std::size_t VerbsCq::took(std::span<Completion> out, std::size_t got, std::size_t want) noexcept {
+    rearm_ = fd_mode_;
+    std::size_t n = translate(out.data(), got);
+    if (got == want && want < out.size()) n += drain(out.subspan(n));  // the provider may hold more
+    return n;
+}
+
+std::size_t VerbsCq::poll_held(std::span<Completion> out) noexcept {
     const std::size_t n = std::min<std::size_t>(held_count_, out.size());
     std::copy_n(held_.begin() + held_begin_, n, out.begin());
     held_begin_ += static_cast<std::uint32_t>(n);
     held_count_ -= static_cast<std::uint32_t>(n);
-    return n;
+    return n + drain(out.subspan(n));
+}
+
+std::size_t VerbsCq::rearm_and_drain(std::span<Completion> out) noexcept {
+    consume_events();
+    if (arm() == 0) rearm_ = false;
+    return drain(out);
 }
 
 std::size_t VerbsCq::poll(std::span<Completion> out) noexcept {
-    std::size_t n = take_held(out);
-    if (n == out.size()) return n;
-    n += drain(out.subspan(n));
-    if (n < out.size() && fd_mode_) {
-        // The CQ is empty: re-arm so that the fd fires for the next completion, then look once more for
-        // one that slipped in before the arm.
-        consume_events();
-        arm();
-        n += drain(out.subspan(n));
-    }
-    return n;
+    if (held_count_ != 0) [[unlikely]] return poll_held(out);
+    const std::size_t want = std::min(poll_batch, out.size());
+    const int got = ::ibv_poll_cq(cq_handle_, static_cast<int>(want), wc_.data());
+    if (got > 0) [[likely]] return took(out, static_cast<std::size_t>(got), want);
+    // fd mode: an empty CQ must be armed before the program sleeps on the fd. A poll that returns
+    // completions needs no system call: the program polls again until it finds nothing.
+    return rearm_ ? rearm_and_drain(out) : 0;
 }
 
 }  // namespace weft::verbs

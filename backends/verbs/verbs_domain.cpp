@@ -270,7 +270,10 @@ void fill_capabilities(Device& dev, const ibv_device_attr& da, const ibv_port_at
     c.device = dev.name;
     // Soft-RoCE reports some errors with other statuses than the specification (docs/backends/verbs.md);
     // it identifies itself with vendor id 0xffffff.
-    if (da.vendor_id == 0xffffff || dev.name.rfind("rxe", 0) == 0) c.profile = "rxe";
+    if (da.vendor_id == 0xffffff || dev.name.rfind("rxe", 0) == 0) {
+        c.profile = "rxe";
+        dev.rxe = true;
+    }
     c.max_qp_wr = static_cast<std::uint32_t>(std::max(da.max_qp_wr, 0));
     c.max_sge = static_cast<std::uint32_t>(std::max(da.max_sge, 0));
     c.max_cqe = static_cast<std::uint32_t>(std::max(da.max_cqe, 0));
@@ -432,6 +435,7 @@ std::shared_ptr<detail::DomainImpl> open_domain(const Config& cfg) {
     }
 
     fill_capabilities(*dev, da, pa);
+    index_opcodes(*dev);
     return std::make_shared<VerbsDomain>(std::move(dev));
 }
 

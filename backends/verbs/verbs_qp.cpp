@@ -1,83 +1,22 @@
 // Queue-pair setup: creation (RESET -> INIT at once, so receives can be posted before connecting), the
-// address a peer needs, connect (INIT -> RTR -> RTS), and state queries. Posting is in verbs_datapath.cpp.
-//
-// Address encoding (40 bytes, little-endian), versioned and checksummed like RemoteRegion's:
-//   0  magic "wfVQ"     4  version (1)      5  flags (bit 0: GID present)   6  port   7  MTU (ibv_mtu, 1..5)
-//   8  GID (16 bytes, network order as in the GID table)                    24 LID (u16)   26 reserved (0)
-//   28 QP number (u32, < 2^24)              32 start PSN (u32, < 2^24)      36 FNV-1a of bytes 0..35 (u32)
+// address a peer needs (its layout and checks are in verbs_wire.cpp), connect (INIT -> RTR -> RTS), and state
+// queries. Posting is in verbs_datapath.cpp.
 #include "verbs.hpp"
+#include "verbs_wire.hpp"
 
-#include <weft/detail/bytes.hpp>
-
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
+#include <tuple>
 
 namespace weft::verbs {
 namespace {
 
-constexpr std::size_t address_size = 40;
-constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'V'}, std::byte{'Q'}};
-constexpr std::uint8_t address_version = 1;
-constexpr std::uint8_t flag_has_gid = 1;
 constexpr std::uint32_t max_24bit = 0xffffff;
 constexpr const char* connect_call = "QueuePair::connect";
-
-struct PeerAddress {
-    bool has_gid = false;
-    std::uint8_t port = 0;
-    ibv_mtu mtu = IBV_MTU_1024;
-    ibv_gid gid{};
-    std::uint16_t lid = 0;
-    std::uint32_t qp_num = 0;
-    std::uint32_t psn = 0;
-};
-
-[[noreturn]] void bad_address(const std::string& why) {
-    fail(Errc::bad_descriptor, "malformed peer QP address: " + why, connect_call);
-}
-
-PeerAddress decode_address(std::span<const std::byte> b) {
-    if (b.size() != address_size) {
-        bad_address("expected " + std::to_string(address_size) + " bytes, got " + std::to_string(b.size()) +
-                    (b.size() >= 4 && std::memcmp(b.data(), address_magic, 4) != 0
-                         ? " (not a verbs QP address: is it from another backend?)"
-                         : ""));
-    }
-    if (std::memcmp(b.data(), address_magic, 4) != 0) {
-        bad_address("bad magic: not a verbs QP address (is it from another backend?)");
-    }
-    if (auto v = static_cast<std::uint8_t>(b[4]); v != address_version) {
-        bad_address("version " + std::to_string(v) + " is not supported (accepted: " +
-                    std::to_string(address_version) + ")");
-    }
-    if (detail::get_le<std::uint32_t>(b.data() + 36) != detail::fnv1a(b.data(), 36)) {
-        bad_address("checksum mismatch: the address was corrupted or truncated in transit");
-    }
-    PeerAddress a;
-    const auto flags = static_cast<std::uint8_t>(b[5]);
-    if ((flags & ~flag_has_gid) != 0) bad_address("unknown flag bits " + std::to_string(flags));
-    if (detail::get_le<std::uint16_t>(b.data() + 26) != 0) bad_address("reserved bytes are not zero");
-    a.has_gid = (flags & flag_has_gid) != 0;
-    a.port = static_cast<std::uint8_t>(b[6]);
-    if (a.port == 0) bad_address("port 0 (ports are numbered from 1)");
-    const auto mtu = static_cast<std::uint8_t>(b[7]);
-    if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
-        bad_address("MTU code " + std::to_string(mtu) + " is not one of 1..5 (256..4096 bytes)");
-    }
-    a.mtu = static_cast<ibv_mtu>(mtu);
-    std::memcpy(a.gid.raw, b.data() + 8, 16);
-    a.lid = detail::get_le<std::uint16_t>(b.data() + 24);
-    a.qp_num = detail::get_le<std::uint32_t>(b.data() + 28);
-    a.psn = detail::get_le<std::uint32_t>(b.data() + 32);
-    if (a.qp_num > max_24bit || a.qp_num < 2) {
-        bad_address("QP number " + std::to_string(a.qp_num) + " is outside 2..16777215");
-    }
-    if (a.psn > max_24bit) bad_address("PSN " + std::to_string(a.psn) + " does not fit in 24 bits");
-    if (!a.has_gid && a.lid == 0) bad_address("neither a GID nor a LID: the peer cannot be addressed");
-    return a;
-}
 
 QpState from_ibv(ibv_qp_state s, QpState fallback) noexcept {
     switch (s) {
@@ -114,15 +53,55 @@ std::uint32_t start_psn(const Device& dev) {
 }
 
 void init_queue(WorkQueue& wq, std::uint32_t capacity, ibv_qp* qp, bool is_recv, std::atomic<QpState>* state) {
-    wq.slots = std::make_unique<WorkQueue::Slot[]>(capacity);
+    std::uint32_t ring = 1;
+    while (ring < capacity) ring <<= 1;
+    wq.slots = std::make_unique<WorkQueue::Slot[]>(ring);
+    wq.ring_mask = ring - 1;
     wq.capacity = capacity;
-    wq.qp_num = qp->qp_num;
     wq.qp = qp;
     wq.is_recv = is_recv;
+    wq.imm_flag = is_recv ? IBV_WC_WITH_IMM : 0;
     wq.state = state;
 }
 
+// Chains `count` work requests (plus a spare, so that every entry but the spare has a successor) and gives
+// each `stride` segments of `sges`.
+template <class Wr>
+std::unique_ptr<Wr[]> chain(std::uint32_t count, std::uint32_t stride, std::unique_ptr<ibv_sge[]>& sges) {
+    auto wrs = std::make_unique<Wr[]>(count + 1);
+    sges = std::make_unique<ibv_sge[]>(static_cast<std::size_t>(count + 1) * stride);
+    for (std::uint32_t i = 0; i <= count; ++i) {
+        wrs[i].next = i < count ? &wrs[i + 1] : nullptr;
+        wrs[i].sg_list = &sges[static_cast<std::size_t>(i) * stride];
+    }
+    return wrs;
+}
+
 }  // namespace
+
+void index_opcodes(Device& dev) noexcept {
+    struct Known {
+        Opcode op;
+        ibv_wr_opcode wr;
+    };
+    constexpr Known known[] = {
+        {Opcode::send, IBV_WR_SEND},
+        {Opcode::send_with_imm, IBV_WR_SEND_WITH_IMM},
+        {Opcode::write, IBV_WR_RDMA_WRITE},
+        {Opcode::write_with_imm, IBV_WR_RDMA_WRITE_WITH_IMM},
+        {Opcode::read, IBV_WR_RDMA_READ},
+        {Opcode::fetch_add, IBV_WR_ATOMIC_FETCH_AND_ADD},
+        {Opcode::compare_swap, IBV_WR_ATOMIC_CMP_AND_SWP},
+    };
+    dev.ops = {};  // everything else cannot be posted: check_send says why
+    for (const Known& k : known) {
+        OpInfo& info = dev.ops[static_cast<std::size_t>(k.op)];
+        info.wr_opcode = static_cast<std::uint8_t>(k.wr);
+        info.completion = completion_opcode(k.op);
+        info.atomic = is_atomic(k.op);
+        info.plain = dev.caps.supports(k.op) && !info.atomic;
+    }
+}
 
 VerbsQp::VerbsQp(std::shared_ptr<Device> device, const detail::QpSetup& setup) : device_(std::move(device)) {
     const QpOptions& o = setup.options;
@@ -150,12 +129,8 @@ VerbsQp::VerbsQp(std::shared_ptr<Device> device, const detail::QpSetup& setup) :
                        std::to_string(o.max_inline) + ") on " + device_->name + " failed",
                    "create_qp");
     }
-    // ibv_create_qp wrote what the provider really granted back into init.cap.
-    qp_num = qp_->qp_num;
-    caps.max_send = init.cap.max_send_wr;
-    caps.max_recv = init.cap.max_recv_wr;
-    caps.max_sge = std::min(init.cap.max_send_sge, init.cap.max_recv_sge);
-    caps.max_inline = init.cap.max_inline_data;
+    handle_ = qp_.get();
+    qp_num = handle_->qp_num;
     psn_ = start_psn(*device_);
 
     ibv_qp_attr attr{};
@@ -167,15 +142,34 @@ VerbsQp::VerbsQp(std::shared_ptr<Device> device, const detail::QpSetup& setup) :
     modify(attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "RESET->INIT",
            "port " + std::to_string(device_->port), "create_qp");
     state_.store(QpState::init, std::memory_order_relaxed);
+    // ibv_create_qp wrote what the provider really granted back into init.cap.
+    init_data_path(init.cap);
+}
 
-    init_queue(sq_, caps.max_send, qp_.get(), false, &state_);
-    init_queue(rq_, caps.max_recv, qp_.get(), true, &state_);
-    send_sge_stride_ = init.cap.max_send_sge;
-    recv_sge_stride_ = init.cap.max_recv_sge;
-    send_wrs_ = std::make_unique<ibv_send_wr[]>(caps.max_send);
-    send_sges_ = std::make_unique<ibv_sge[]>(static_cast<std::size_t>(caps.max_send) * send_sge_stride_);
-    recv_wrs_ = std::make_unique<ibv_recv_wr[]>(caps.max_recv);
-    recv_sges_ = std::make_unique<ibv_sge[]>(static_cast<std::size_t>(caps.max_recv) * recv_sge_stride_);
+VerbsQp::VerbsQp(Adopt, std::shared_ptr<Device> device, std::shared_ptr<VerbsCq> send_cq,
+                 std::shared_ptr<VerbsCq> recv_cq, ibv_qp* qp, const ibv_qp_cap& granted)
+    : device_(std::move(device)), send_cq_(std::move(send_cq)), recv_cq_(std::move(recv_cq)), handle_(qp) {
+    state_.store(QpState::rts, std::memory_order_relaxed);
+    init_data_path(granted);
+}
+
+void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
+    qp_num = handle_->qp_num;
+    caps.max_send = granted.max_send_wr;
+    caps.max_recv = granted.max_recv_wr;
+    caps.max_sge = std::min(granted.max_send_sge, granted.max_recv_sge);
+    caps.max_inline = granted.max_inline_data;
+    init_queue(sq_, caps.max_send, handle_, false, &state_);
+    init_queue(rq_, caps.max_recv, handle_, true, &state_);
+    send_wrs_ = chain<ibv_send_wr>(caps.max_send, std::max(granted.max_send_sge, 1u), send_sges_);
+    recv_wrs_ = chain<ibv_recv_wr>(caps.max_recv, std::max(granted.max_recv_sge, 1u), recv_sges_);
+
+    const Capabilities& dc = device_->caps;
+    max_single_length_ = std::min<std::uint64_t>(dc.max_msg_size, 0xffffffffu);
+    checked_flags_ = static_cast<std::uint8_t>(SendFlags::inline_data);
+    if (!dc.has(Feature::fence)) checked_flags_ |= static_cast<std::uint8_t>(SendFlags::fence);
+    if (!dc.has(Feature::solicited)) checked_flags_ |= static_cast<std::uint8_t>(SendFlags::solicited);
+    recv_flush_help_ = device_->rxe;
 
     sq_.tag = send_cq_->queues().attach(&sq_);
     try {
@@ -196,7 +190,7 @@ VerbsQp::~VerbsQp() {
 
 void VerbsQp::modify(ibv_qp_attr& attr, int mask, const char* transition, const std::string& context,
                      std::string_view call) {
-    if (int rc = ::ibv_modify_qp(qp_.get(), &attr, mask); rc != 0) {
+    if (int rc = ::ibv_modify_qp(handle_, &attr, mask); rc != 0) {
         fail_errno(rc,
                    std::string("ibv_modify_qp(") + transition + ") of QP " + std::to_string(qp_num) + " on " +
                        device_->name + " failed (" + context + ")",
@@ -205,19 +199,16 @@ void VerbsQp::modify(ibv_qp_attr& attr, int mask, const char* transition, const 
 }
 
 std::vector<std::byte> VerbsQp::address() const {
-    std::vector<std::byte> out(address_size);
-    std::byte* p = out.data();
-    std::memcpy(p, address_magic, 4);
-    p[4] = std::byte{address_version};
-    p[5] = std::byte{device_->use_gid ? flag_has_gid : std::uint8_t{0}};
-    p[6] = std::byte{device_->port};
-    p[7] = static_cast<std::byte>(device_->mtu);
-    std::memcpy(p + 8, device_->gid.raw, 16);
-    detail::put_le<std::uint16_t>(p + 24, device_->lid);
-    detail::put_le<std::uint32_t>(p + 28, qp_num);
-    detail::put_le<std::uint32_t>(p + 32, psn_);
-    detail::put_le<std::uint32_t>(p + 36, detail::fnv1a(p, 36));
-    return out;
+    wire::QpAddress a;
+    a.has_gid = device_->use_gid;
+    a.port = device_->port;
+    a.mtu = device_->mtu;
+    a.gid = device_->gid;
+    a.lid = device_->lid;
+    a.qp_num = qp_num;
+    a.psn = psn_;
+    const auto bytes = wire::encode_address(a);
+    return {bytes.begin(), bytes.end()};
 }
 
 void VerbsQp::connect(std::span<const std::byte> peer) {
@@ -227,7 +218,7 @@ void VerbsQp::connect(std::span<const std::byte> peer) {
                  "; connect() brings a new QP (state init) to rts once",
              connect_call);
     }
-    const PeerAddress a = decode_address(peer);
+    const wire::QpAddress a = wire::decode_address(peer);
     if (device_->use_gid && !a.has_gid) {
         fail(Errc::bad_descriptor,
              "the peer's address has no GID, but this side routes by GID (" +
@@ -276,6 +267,10 @@ void VerbsQp::connect(std::span<const std::byte> peer) {
     rts.qp_state = IBV_QPS_RTS;
     rts.timeout = transport_.timeout;
     rts.retry_cnt = transport_.retry_cnt;
+    // rxe's completer never counts down a retry_cnt of 7: it treats transport retries as the IB specification
+    // treats RNR retries only (7 = retry forever), so a peer that is gone would never be reported. 6 is the
+    // nearest finite count: one retry fewer than asked (docs/backends/verbs.md).
+    if (device_->rxe && rts.retry_cnt == 7) rts.retry_cnt = 6;
     rts.rnr_retry = transport_.rnr_retry;
     rts.sq_psn = psn_;
     rts.max_rd_atomic = device_->max_rd_atomic;
@@ -290,11 +285,18 @@ QpState VerbsQp::state() const noexcept {
     const QpState tracked = state_.load(std::memory_order_relaxed);
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};
-    if (::ibv_query_qp(qp_.get(), &attr, IBV_QP_STATE, &init) != 0) return tracked;
+    if (::ibv_query_qp(handle_, &attr, IBV_QP_STATE, &init) != 0) return tracked;
     const QpState now = from_ibv(attr.qp_state, tracked);
-    // The device can move a QP to error without a completion saying so (an async event); follow it, so
-    // that posting keeps flushing instead of being refused.
-    if (now == QpState::error || now == QpState::sqe) state_.store(now, std::memory_order_relaxed);
+    // The device can move a QP to error before poll sees the completion that says so, or without one (the
+    // responder of a request with a bad rkey on rxe); follow it, so that posting keeps flushing instead of
+    // being refused. Whoever learns of the error first re-runs the flush for the receives posted since the
+    // failure (rerun_error_flush): after this, poll will not.
+    if (now == QpState::error) {
+        note_error(state_, handle_);
+    } else if (now == QpState::sqe) {
+        QpState expected = tracked;
+        state_.compare_exchange_strong(expected, now, std::memory_order_relaxed);
+    }
     return now;
 }
 

@@ -142,7 +142,8 @@ std::string_view Config::get_choice(std::string_view key, std::string_view fallb
 }
 
 void Config::check_keys(std::span<const KeySpec> accepted) const {
-    for (const auto& [k, v] : entries_) {
+    for (const auto& entry : entries_) {
+        const std::string& k = entry.first;
         bool known = std::any_of(accepted.begin(), accepted.end(), [&](const KeySpec& s) { return s.name == k; });
         if (known) continue;
         std::string list = detail::join_names(accepted, [](const KeySpec& s) { return s.name; });

@@ -2,16 +2,42 @@
 #include <weft/backend.hpp>
 #include <weft/domain.hpp>
 #include <weft/error.hpp>
+#include <weft/log.hpp>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <utility>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace weft {
 namespace {
 
 [[noreturn]] void empty_handle(const char* call) {
     throw Error(Errc::invalid_state, "the handle is empty (default-constructed or moved from)", {}, call);
+}
+
+// Refuses a range that is not wholly mapped in this process, as a device that pins pages does (EFAULT), so
+// no backend accepts memory a peer's write would then land in or crash on. msync checks the mappings that
+// cover the range and fails with ENOMEM on a hole; MS_ASYNC writes nothing back.
+void require_mapped(void* addr, std::size_t length, std::string_view backend) {
+    static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto start = reinterpret_cast<std::uintptr_t>(addr);
+    const std::uintptr_t first = start & ~(page - 1);
+    char where[64];
+    std::snprintf(where, sizeof where, "%zu bytes at %p", length, addr);
+    if (start + length < start) {
+        throw_errno(EFAULT, std::string(where) + " wrap around the address space", backend, "register_memory");
+    }
+    if (::msync(reinterpret_cast<void*>(first), start + length - first, MS_ASYNC) != 0 && errno == ENOMEM) {
+        throw_errno(EFAULT,
+                    std::string("the ") + where + " are not all mapped in this process; register memory the program owns",
+                    backend, "register_memory");
+    }
 }
 
 }  // namespace
@@ -57,6 +83,8 @@ std::vector<std::byte> QueuePair::address() const {
 void QueuePair::connect(std::span<const std::byte> peer) {
     if (!impl_) empty_handle("QueuePair::connect");
     impl_->connect(peer);
+    WEFT_LOGF(core, debug, "QP %u connected (%zu address bytes from the peer), state %s", impl_->qp_num,
+              peer.size(), std::string(to_string(impl_->state())).c_str());
 }
 
 PostStatus QueuePair::post_send(std::span<const SendRequest> batch) noexcept {
@@ -104,8 +132,12 @@ MemoryRegion Domain::register_memory(void* addr, std::size_t length, Access acce
                     impl_->caps.backend, "register_memory");
     }
     // Remote write and remote atomic need local write (verbs rejects them otherwise).
+    require_mapped(addr, length, impl_->caps.backend);
     if (has(access, Access::remote_write) || has(access, Access::remote_atomic)) access |= Access::local_write;
-    return MemoryRegion(impl_->register_memory(addr, length, access));
+    MemoryRegion mr(impl_->register_memory(addr, length, access));
+    WEFT_LOGF(core, debug, "%s: registered %zu bytes at %p, %s, lkey %#x, rkey %#llx", impl_->caps.backend.c_str(),
+              length, addr, to_string(access).c_str(), mr.lkey(), static_cast<unsigned long long>(mr.rkey()));
+    return mr;
 }
 
 CompletionQueue Domain::create_cq(const CqOptions& options) {
@@ -116,7 +148,10 @@ CompletionQueue Domain::create_cq(const CqOptions& options) {
                         std::to_string(impl_->caps.max_cqe),
                     impl_->caps.backend, "create_cq");
     }
-    return CompletionQueue(impl_->create_cq(options));
+    CompletionQueue cq(impl_->create_cq(options));
+    WEFT_LOGF(core, debug, "%s: created a CQ of depth %u (asked %u)", impl_->caps.backend.c_str(), cq.depth(),
+              options.depth);
+    return cq;
 }
 
 QueuePair Domain::create_qp(const QpOptions& options) {
@@ -133,6 +168,9 @@ QueuePair Domain::create_qp(const QpOptions& options) {
     detail::validate_qp_options(setup, impl_->caps, impl_->caps.backend);
     auto qp = impl_->create_qp(setup);
     qp->domain = impl_;
+    WEFT_LOGF(core, debug, "%s: created QP %u: max_send %u, max_recv %u, max_sge %u, max_inline %u",
+              impl_->caps.backend.c_str(), qp->qp_num, qp->caps.max_send, qp->caps.max_recv, qp->caps.max_sge,
+              qp->caps.max_inline);
     return QueuePair(std::move(qp));
 }
 

@@ -3,6 +3,7 @@
 #include <weft/backend.hpp>
 #include <weft/error.hpp>
 #include <weft/listener.hpp>
+#include <weft/log.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -139,6 +140,7 @@ void Listener::accept(QueuePair& qp, std::chrono::milliseconds timeout) {
     }
     require_fresh(*qp.impl(), backend, call);
     impl_->accept(*qp.impl(), non_negative(timeout));
+    WEFT_LOGS(core, info, backend + ": " + impl_->address() + " accepted a peer for QP " + std::to_string(qp.qp_num()));
 }
 
 std::string Listener::address() const {
@@ -153,6 +155,7 @@ Listener listen(Domain& domain, std::string_view host_port) {
     detail::HostPort where = detail::parse_host_port(host_port, impl->caps.backend, call);
     auto listener = impl->listen(where);
     listener->domain = impl;
+    WEFT_LOGS(core, info, impl->caps.backend + ": listening on " + listener->address() + " (asked " + where.text() + ")");
     return Listener(std::move(listener));
 }
 
@@ -171,6 +174,7 @@ void connect(QueuePair& qp, std::string_view host_port, std::chrono::millisecond
     }
     require_fresh(q, backend, call);
     q.domain->connect_to(q, where, non_negative(timeout));
+    WEFT_LOGS(core, info, backend + ": QP " + std::to_string(q.qp_num) + " connected to " + where.text());
 }
 
 }  // namespace weft

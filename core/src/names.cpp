@@ -146,7 +146,7 @@ std::string_view to_string(Feature f) noexcept {
     return "unknown_feature";
 }
 
-std::string_view version() noexcept { return "0.1.0"; }
+std::string_view version() noexcept { return WEFT_PROJECT_VERSION; }
 
 std::ostream& operator<<(std::ostream& os, Opcode op) { return os << to_string(op); }
 std::ostream& operator<<(std::ostream& os, WcStatus status) { return os << to_string(status); }

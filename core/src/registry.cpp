@@ -7,6 +7,7 @@
 #include <weft/backend.hpp>
 #include <weft/domain.hpp>
 #include <weft/error.hpp>
+#include <weft/log.hpp>
 
 #include "text.hpp"
 
@@ -57,21 +58,30 @@ std::string self_dir() {
     return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
 }
 
-std::vector<std::string> search_dirs() {
-    std::vector<std::string> dirs;
+struct SearchDir {
+    std::string path;
+    bool from_environment = false;  // named by $WEFT_PLUGIN_PATH
+};
+
+std::vector<SearchDir> search_dirs() {
+    std::vector<SearchDir> dirs;
     if (const char* env = std::getenv("WEFT_PLUGIN_PATH"); env && *env) {
         std::string_view rest = env;
         while (!rest.empty()) {
             auto colon = rest.find(':');
-            if (auto dir = rest.substr(0, colon); !dir.empty()) dirs.emplace_back(dir);
+            if (auto dir = rest.substr(0, colon); !dir.empty()) dirs.push_back({std::string(dir), true});
             if (colon == std::string_view::npos) break;
             rest.remove_prefix(colon + 1);
         }
     }
     std::string self = self_dir();
-    dirs.push_back(self);
-    dirs.push_back(self + "/weft");
+    dirs.push_back({self, false});
+    dirs.push_back({self + "/weft", false});
     return dirs;
+}
+
+std::string describe(const SearchDir& dir) {
+    return dir.from_environment ? dir.path + " (from WEFT_PLUGIN_PATH)" : dir.path;
 }
 
 bool exists(const std::string& path) {
@@ -91,13 +101,17 @@ Loaded load(const Entry& e) {
     Loaded out;
     std::string file = std::string("libweft-") + e.name + ".so";
     std::string tried;
+    bool env_dir = false;  // the module found came from a $WEFT_PLUGIN_PATH directory
     for (const auto& dir : search_dirs()) {
-        std::string path = dir + "/" + file;
+        std::string path = dir.path + "/" + file;
         if (!exists(path)) {
-            tried += (tried.empty() ? "" : ", ") + dir;
+            WEFT_LOGS(core, debug, "no " + file + " in " + describe(dir));
+            tried += (tried.empty() ? "" : ", ") + describe(dir);
             continue;
         }
+        WEFT_LOGS(core, debug, "loading plugin " + path + (dir.from_environment ? " (from WEFT_PLUGIN_PATH)" : ""));
         out.module = path;
+        env_dir = dir.from_environment;
         void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
         if (!handle) {
             const char* why = ::dlerror();
@@ -118,9 +132,15 @@ Loaded load(const Entry& e) {
         out.plugin = p;
         break;
     }
+    if (!out.plugin && !out.error.empty() && env_dir) out.error += " (a directory from WEFT_PLUGIN_PATH)";
     if (!out.plugin && out.error.empty()) {
         out.error = "plugin " + file + " not found (searched: " + tried +
                     "); the build may lack it, or set WEFT_PLUGIN_PATH";
+    }
+    if (out.plugin) {
+        WEFT_LOGS(core, info, "backend " + std::string(e.name) + ": plugin " + out.module + " loaded");
+    } else {
+        WEFT_LOGS(core, info, "backend " + std::string(e.name) + " unusable: " + out.error);
     }
     // Only successes and load failures are cached; "not found" is retried, as WEFT_PLUGIN_PATH may change.
     if (out.plugin || !out.module.empty()) cache.emplace_back(e.name, out);
@@ -131,16 +151,9 @@ std::string known_names() {
     return detail::join_names(entries(), [](const Entry& e) { return e.name; });
 }
 
-}  // namespace
-
-std::string default_config() {
-    const char* env = std::getenv("WEFT_BACKEND");
-    return (env && *env) ? std::string(env) : std::string("sim");
-}
-
-Domain open() { return open(default_config()); }
-
-Domain open(std::string_view text) {
+// Opens `text`; `origin` says where it came from, for the log.
+Domain open_config(std::string_view text, std::string_view origin) {
+    WEFT_LOGS(core, info, "opening \"" + std::string(text) + "\" (" + std::string(origin) + ")");
     Config cfg = Config::parse(text);
     const Entry* entry = nullptr;
     for (const auto& e : entries()) {
@@ -155,7 +168,48 @@ Domain open(std::string_view text) {
     cfg.check_keys(l.plugin->keys);
     auto impl = l.plugin->open(cfg);
     impl->config = std::move(cfg);
+    if (log_enabled(LogSubsystem::core, LogLevel::info)) {
+        const auto& c = impl->caps;
+        detail::log_printf(LogSubsystem::core, LogLevel::info,
+                           "opened backend %s: device %s, profile %s, max_qp_wr %u, max_sge %u, max_inline %u",
+                           c.backend.c_str(), c.device.c_str(), c.profile.c_str(), c.max_qp_wr, c.max_sge,
+                           c.max_inline);
+    }
     return Domain(std::move(impl));
+}
+
+// Adds where the configuration came from to an error it caused.
+[[noreturn]] void rethrow_from(const Error& e, std::string_view origin) {
+    WEFT_LOGS(core, error, std::string(e.what()) + " " + std::string(origin));
+    throw Error(e.code(), e.message() + " " + std::string(origin), e.backend(), e.object());
+}
+
+}  // namespace
+
+std::string default_config() {
+    const char* env = std::getenv("WEFT_BACKEND");
+    return (env && *env) ? std::string(env) : std::string("sim");
+}
+
+Domain open() {
+    const char* env = std::getenv("WEFT_BACKEND");
+    if (env == nullptr || *env == '\0') return open_config("sim", "the default: WEFT_BACKEND is unset");
+    const std::string text = env;
+    const std::string origin = "(from WEFT_BACKEND=\"" + text + "\")";
+    try {
+        return open_config(text, "from WEFT_BACKEND");
+    } catch (const Error& e) {
+        rethrow_from(e, origin);
+    }
+}
+
+Domain open(std::string_view text) {
+    try {
+        return open_config(text, "given by the program");
+    } catch (const Error& e) {
+        WEFT_LOGS(core, error, e.what());
+        throw;
+    }
 }
 
 std::vector<BackendInfo> backends() {

@@ -1,21 +1,24 @@
-// The transport deadline the backend keeps where the provider never reports a lost peer (RDM endpoints:
-// shm, rxm): an RMA or atomic request that stays unfinished for timeout x (retry_cnt + 1) fails with
-// transport_retry_exceeded (the QP's first request gets at least 1 s: rxm connects with it). It must not touch what real RC does not time out: a send waiting for a receive
-// (RNR, which these providers wait for forever), or requests to a peer that answers. timeout = 0 means
-// infinite, as on a real QP. The lost peer itself is covered by the conformance suite in two processes
-// (errors/destroyed_peer_gives_transport_retry_exceeded).
+// How the ofi backend learns that a peer is gone (docs/backends/ofi.md, "Peer loss"): a TCP connection to a
+// socket the peer QP holds, kept by the two kernels, breaks when the peer QP is destroyed, goes to error or
+// its process ends. A peer that is merely slow, descheduled or stopped keeps it, so nothing here depends on
+// the peer's program running: a stopped peer is never declared lost, signaled or unsignaled, however short
+// the QP's timeout. It must not touch what real RC does not time out either: a send waiting for a receive
+// (RNR, which these providers wait for forever). timeout = 0 means infinite, as on a real QP.
 #include <weft/weft.hpp>
 
 #include "support.hpp"
 
 #include <boost/test/unit_test.hpp>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -136,6 +139,150 @@ BOOST_AUTO_TEST_CASE(a_send_waiting_for_a_receive_is_not_timed_out) {
         BOOST_TEST(c.ok());
         BOOST_TEST(c.id == 1u);
     }
+}
+
+// Unsignaled requests complete silently; once delivered they are behind the consumer even though no
+// reported completion has freed their slots yet. None of them may later count as unanswered.
+BOOST_AUTO_TEST_CASE(an_unsignaled_write_never_puts_the_qp_in_error) {
+    Side a(config(), short_deadline()), b;
+    a.qp.connect(b.qp.address());
+    b.qp.connect(a.qp.address());
+    weft::Completion c;
+    BOOST_REQUIRE(a.qp.post_send({weft::write(0, a.mr.slice(0, 8), b.mr.remote().slice(64, 8))}));
+    BOOST_REQUIRE(poll_for(a.cq, c, std::chrono::seconds(10)));
+    BOOST_REQUIRE(c.ok());
+    BOOST_REQUIRE(a.qp.post_send({weft::write(1, a.mr.slice(0, 8), b.mr.remote().slice(64, 8)).unsignaled()}));
+    // Many deadlines of idle polling on both sides.
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (std::chrono::steady_clock::now() < until) {
+        weft::Completion wc[1];
+        if (!a.cq.poll(wc).empty()) BOOST_FAIL("unexpected completion: " << wc[0]);
+        (void)b.cq.poll(wc);
+    }
+    BOOST_TEST(a.qp.state() == weft::QpState::rts);
+    BOOST_REQUIRE(a.qp.post_send({weft::write(2, a.mr.slice(0, 8), b.mr.remote().slice(64, 8))}));
+    BOOST_REQUIRE(poll_for(a.cq, c, std::chrono::seconds(10)));
+    BOOST_TEST(c.id == 2u);
+    BOOST_TEST(c.ok(), c);
+}
+
+// A peer process that polls its CQ until it ends: SIGSTOP stands for the heaviest load (its program does
+// not run at all), SIGTERM for its end. Forked before the test's own side opens anything.
+class PeerProcess {
+public:
+    PeerProcess() {
+        if (::pipe(to_child_) != 0 || ::pipe(to_parent_) != 0) throw std::runtime_error("pipe");
+        std::fflush(nullptr);
+        pid = ::fork();
+        if (pid < 0) throw std::runtime_error("fork");
+        if (pid == 0) child();
+        ::close(to_child_[0]);
+        ::close(to_parent_[1]);
+        address = receive_blob(to_parent_[0]);
+        weft::RemoteRegion::Encoded encoded{};
+        read_all(to_parent_[0], encoded.data(), encoded.size());
+        region = weft::RemoteRegion::decode(encoded);
+    }
+    PeerProcess(const PeerProcess&) = delete;
+    PeerProcess& operator=(const PeerProcess&) = delete;
+    ~PeerProcess() {
+        if (pid > 0) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+        }
+        ::close(to_child_[1]);
+        ::close(to_parent_[0]);
+    }
+    // Hands the peer our QP's address; returns once its QP is connected.
+    void connect(const std::vector<std::byte>& ours) {
+        send_blob(to_child_[1], ours);
+        char ready = 0;
+        read_all(to_parent_[0], &ready, 1);
+    }
+    void end() {
+        ::kill(pid, SIGCONT);
+        ::kill(pid, SIGTERM);
+        ::waitpid(pid, nullptr, 0);
+        pid = -1;
+    }
+
+    pid_t pid = -1;
+    std::vector<std::byte> address;
+    weft::RemoteRegion region;
+
+private:
+    [[noreturn]] void child() {
+        int rc = 0;
+        try {
+            ::close(to_child_[1]);
+            ::close(to_parent_[0]);
+            Side peer;
+            send_blob(to_parent_[1], peer.qp.address());
+            auto encoded = peer.mr.remote().encode();
+            write_all(to_parent_[1], encoded.data(), encoded.size());
+            peer.qp.connect(receive_blob(to_child_[0]));
+            char ready = 1;
+            write_all(to_parent_[1], &ready, 1);
+            for (;;) {
+                weft::Completion wc[4];
+                (void)peer.cq.poll(wc);
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
+            }
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "peer process: %s\n", e.what());
+            rc = 1;
+        }
+        ::_exit(rc);
+    }
+
+    int to_child_[2] = {-1, -1};
+    int to_parent_[2] = {-1, -1};
+};
+
+BOOST_AUTO_TEST_CASE(a_stopped_peer_is_never_lost_and_an_ended_one_is) {
+    auto peer = std::make_unique<PeerProcess>();
+    auto a = std::make_unique<Side>(config(), short_deadline());
+    a->qp.connect(peer->address);
+    peer->connect(a->qp.address());
+    weft::Completion c;
+    auto dst = peer->region.slice(0, 8);
+    BOOST_REQUIRE(a->qp.post_send({weft::write(1, a->mr.slice(0, 8), dst)}));
+    BOOST_REQUIRE(poll_for(a->cq, c, std::chrono::seconds(10)));
+    BOOST_REQUIRE_MESSAGE(c.ok(), c);
+
+    // Stopped for 1.5 s, hundreds of times the QP's ~2 ms timeout x retries: signaled and unsignaled writes
+    // may wait (most providers need the peer's program to acknowledge them) but none may fail.
+    ::kill(peer->pid, SIGSTOP);
+    BOOST_REQUIRE(a->qp.post_send({weft::write(2, a->mr.slice(0, 8), dst),
+                                   weft::write(3, a->mr.slice(0, 8), dst).unsignaled(),
+                                   weft::write(4, a->mr.slice(0, 8), dst)}));
+    std::vector<weft::Completion> got;
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    while (std::chrono::steady_clock::now() < until) {
+        weft::Completion wc[4];
+        for (const auto& x : a->cq.poll(wc)) got.push_back(x);
+    }
+    for (const auto& x : got) BOOST_TEST(x.ok(), "while the peer was stopped: " << x);
+    BOOST_TEST(a->qp.state() == weft::QpState::rts);
+    ::kill(peer->pid, SIGCONT);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (got.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+        weft::Completion wc[4];
+        for (const auto& x : a->cq.poll(wc)) got.push_back(x);
+    }
+    BOOST_REQUIRE_EQUAL(got.size(), 2u);
+    BOOST_TEST(got[0].id == 2u);
+    BOOST_TEST(got[0].ok(), got[0]);
+    BOOST_TEST(got[1].id == 4u);
+    BOOST_TEST(got[1].ok(), got[1]);
+
+    // Ended: the next write learns it, well within the test's patience.
+    peer->end();
+    BOOST_REQUIRE(a->qp.post_send({weft::write(5, a->mr.slice(0, 8), dst)}));
+    BOOST_REQUIRE(poll_for(a->cq, c, std::chrono::seconds(5)));
+    BOOST_TEST(c.id == 5u);
+    BOOST_TEST(c.status == weft::WcStatus::transport_retry_exceeded, c);
+    BOOST_TEST(a->qp.state() == weft::QpState::error);
 }
 
 // A peer process that connects and exits: with timeout = 0 (infinite) the write to it stays outstanding

@@ -9,8 +9,12 @@
 #include <type_traits>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 using namespace weft;
 using weft::test::contains;
+using weft::test::error_of;
 using weft::test::what_of;
 
 static_assert(!std::is_copy_constructible_v<Domain> && std::is_nothrow_move_constructible_v<Domain>);
@@ -38,6 +42,29 @@ BOOST_AUTO_TEST_CASE(registration_rejects_empty_buffers) {
     BOOST_TEST(contains(what_of([&] { dom.register_memory(nullptr, 10, Access::local_write); }), "null address"));
     std::vector<std::byte> buf(8);
     BOOST_TEST(contains(what_of([&] { dom.register_memory(buf.data(), 0, Access::local_write); }), "zero bytes"));
+}
+
+BOOST_AUTO_TEST_CASE(registration_rejects_unmapped_memory) {
+    auto dom = open("sim:fabric=handles_unmapped");
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    // Three pages with a hole in the middle: the region would span memory a peer's write cannot land in.
+    void* map = ::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    BOOST_REQUIRE(map != MAP_FAILED);
+    auto* base = static_cast<std::byte*>(map);
+    ::munmap(base + page, page);
+    auto err = error_of([&] { dom.register_memory(base, 3 * page, Access::local_write); });
+    BOOST_TEST((err.code() == std::errc::bad_address));
+    BOOST_TEST(contains(what_of([&] { dom.register_memory(base, 3 * page, Access::local_write); }),
+                        "not all mapped"));
+    BOOST_TEST((error_of([&] { dom.register_memory(reinterpret_cast<void*>(0x1000), 4096, Access::local_write); })
+                    .code() == std::errc::bad_address));
+    // Each mapped part alone registers.
+    auto first = dom.register_memory(base, page, Access::local_write);
+    auto last = dom.register_memory(base + 2 * page, page, Access::local_write);
+    BOOST_TEST(first.segment().length == page);
+    BOOST_TEST(last.segment().length == page);
+    ::munmap(base, page);
+    ::munmap(base + 2 * page, page);
 }
 
 BOOST_AUTO_TEST_CASE(remote_write_implies_local_write) {

@@ -162,7 +162,8 @@ inline std::string replay_command(std::uint64_t seed) {
 /// the seed as context.
 template <class Body>
 SweepResult sweep(Body&& body, const SweepOptions& options = {}) {
-    const auto [first, count] = detail::seed_range(options);
+    const auto range = detail::seed_range(options);
+    const std::uint64_t first = range.first, count = range.second;
     SweepResult result;
     for (std::uint64_t i = 0; i < count; ++i) {
         Seed s{first + i, detail::with_seed(options.base, first + i), i, count};
@@ -198,7 +199,8 @@ SweepResult sweep(Body&& body, const SweepOptions& options = {}) {
 /// nothing. Does not touch Boost.Test's results; $WEFT_SIM_SEED(S) apply only with honour_environment.
 template <class Predicate>
 std::optional<Seed> find_seed(Predicate&& predicate, SweepOptions options = {}) {
-    const auto [first, count] = detail::seed_range(options);
+    const auto range = detail::seed_range(options);
+    const std::uint64_t first = range.first, count = range.second;
     for (std::uint64_t i = 0; i < count; ++i) {
         Seed s{first + i, detail::with_seed(options.base, first + i), i, count};
         if (predicate(static_cast<const Seed&>(s))) return s;

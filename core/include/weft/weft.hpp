@@ -15,6 +15,7 @@
 #include <weft/domain.hpp>
 #include <weft/error.hpp>
 #include <weft/listener.hpp>
+#include <weft/log.hpp>
 #include <weft/memory.hpp>
 #include <weft/request.hpp>
 #include <weft/status.hpp>

@@ -1,0 +1,160 @@
+// Encoding and checking the verbs backend's wire formats (verbs_wire.hpp has the layouts).
+#include "verbs_wire.hpp"
+
+#include <weft/detail/bytes.hpp>
+#include <weft/error.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace weft::verbs::wire {
+namespace {
+
+constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'V'}, std::byte{'Q'}};
+constexpr std::uint8_t address_version = 1;
+constexpr std::uint8_t flag_has_gid = 1;
+constexpr std::uint32_t max_24bit = 0xffffff;
+constexpr std::uint16_t max_unicast_lid = 0xbfff;
+constexpr std::size_t max_refusal_text = 160;
+
+constexpr char frame_magic(FrameKind kind) noexcept { return kind == FrameKind::address ? 'C' : 'R'; }
+
+[[noreturn]] void bad_address(const std::string& why) {
+    throw Error(Errc::bad_descriptor, "malformed peer QP address: " + why, "verbs", "QueuePair::connect");
+}
+
+std::string hex(std::uint32_t v) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out = "0x";
+    bool started = false;
+    for (int shift = 28; shift >= 0; shift -= 4) {
+        const unsigned d = (v >> shift) & 0xf;
+        if (d != 0 || started || shift == 0) {
+            out += digits[d];
+            started = true;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+std::array<std::byte, address_size> encode_address(const QpAddress& a) noexcept {
+    std::array<std::byte, address_size> out{};
+    std::byte* p = out.data();
+    std::memcpy(p, address_magic, 4);
+    p[4] = std::byte{address_version};
+    p[5] = std::byte{a.has_gid ? flag_has_gid : std::uint8_t{0}};
+    p[6] = std::byte{a.port};
+    p[7] = static_cast<std::byte>(a.mtu);
+    std::memcpy(p + 8, a.gid.raw, 16);
+    detail::put_le<std::uint16_t>(p + 24, a.lid);
+    detail::put_le<std::uint32_t>(p + 28, a.qp_num);
+    detail::put_le<std::uint32_t>(p + 32, a.psn);
+    detail::put_le<std::uint32_t>(p + 36, detail::fnv1a(p, 36));
+    return out;
+}
+
+QpAddress decode_address(std::span<const std::byte> b) {
+    if (b.size() != address_size) {
+        bad_address("expected " + std::to_string(address_size) + " bytes, got " + std::to_string(b.size()) +
+                    (b.size() >= 4 && std::memcmp(b.data(), address_magic, 4) != 0
+                         ? " (not a verbs QP address: is it from another backend?)"
+                         : ""));
+    }
+    if (std::memcmp(b.data(), address_magic, 4) != 0) {
+        bad_address("bad magic: not a verbs QP address (is it from another backend?)");
+    }
+    if (auto v = static_cast<std::uint8_t>(b[4]); v != address_version) {
+        bad_address("version " + std::to_string(v) + " is not supported (accepted: " +
+                    std::to_string(address_version) + ")");
+    }
+    if (detail::get_le<std::uint32_t>(b.data() + 36) != detail::fnv1a(b.data(), 36)) {
+        bad_address("checksum mismatch: the address was corrupted or truncated in transit");
+    }
+    QpAddress a;
+    const auto flags = static_cast<std::uint8_t>(b[5]);
+    if ((flags & ~flag_has_gid) != 0) {
+        bad_address("unknown flag bits " + hex(flags) + " (accepted: " + hex(flag_has_gid) + ", a GID is present)");
+    }
+    if (detail::get_le<std::uint16_t>(b.data() + 26) != 0) bad_address("reserved bytes are not zero");
+    a.has_gid = (flags & flag_has_gid) != 0;
+    a.port = static_cast<std::uint8_t>(b[6]);
+    if (a.port == 0) bad_address("port 0 (ports are numbered from 1)");
+    const auto mtu = static_cast<std::uint8_t>(b[7]);
+    if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
+        bad_address("MTU code " + std::to_string(mtu) + " is not one of 1..5 (256..4096 bytes)");
+    }
+    a.mtu = static_cast<ibv_mtu>(mtu);
+    std::memcpy(a.gid.raw, b.data() + 8, 16);
+    a.lid = detail::get_le<std::uint16_t>(b.data() + 24);
+    a.qp_num = detail::get_le<std::uint32_t>(b.data() + 28);
+    a.psn = detail::get_le<std::uint32_t>(b.data() + 32);
+    if (a.qp_num > max_24bit || a.qp_num < 2) {
+        bad_address("QP number " + std::to_string(a.qp_num) + " is outside 2..16777215 (0 and 1 are the "
+                    "management QPs)");
+    }
+    if (a.psn > max_24bit) bad_address("PSN " + std::to_string(a.psn) + " does not fit in 24 bits");
+    if (a.has_gid) {
+        if (std::all_of(std::begin(a.gid.raw), std::end(a.gid.raw), [](std::uint8_t x) { return x == 0; })) {
+            bad_address("the GID is all zeros: no port has it");
+        }
+        if (a.gid.raw[0] == 0xff) bad_address("the GID is a multicast address: an RC peer has a unicast one");
+    } else if (a.lid == 0) {
+        bad_address("neither a GID nor a LID: the peer cannot be addressed");
+    } else if (a.lid > max_unicast_lid) {
+        bad_address("LID " + hex(a.lid) + " is not a unicast LID (accepted: 0x1..0xbfff)");
+    }
+    return a;
+}
+
+std::vector<std::uint8_t> encode_frame(FrameKind kind, std::span<const std::byte> payload, std::size_t limit) {
+    const std::size_t n = std::min({payload.size(), limit - frame_header, std::size_t{255}});
+    std::vector<std::uint8_t> out(frame_header + n);
+    out[0] = 'w';
+    out[1] = static_cast<std::uint8_t>(frame_magic(kind));
+    out[2] = frame_version;
+    out[3] = static_cast<std::uint8_t>(n);
+    if (n != 0) std::memcpy(out.data() + frame_header, payload.data(), n);
+    return out;
+}
+
+std::string decode_frame(const void* data, std::size_t size, FrameKind kind, std::span<const std::byte>& payload) {
+    payload = {};
+    const auto* b = static_cast<const std::uint8_t*>(data);
+    const std::string what = kind == FrameKind::address ? "weft QP address" : "weft refusal";
+    if (b == nullptr || size == 0) return "no private data, so no " + what + " (a peer that is not weft?)";
+    if (size < frame_header || b[0] != 'w' || b[1] != static_cast<std::uint8_t>(frame_magic(kind))) {
+        return "private data of " + std::to_string(size) + " bytes that holds no " + what +
+               " (a peer that is not weft?)";
+    }
+    if (b[2] != frame_version) {
+        return "private data framed in version " + std::to_string(b[2]) + " (accepted: " +
+               std::to_string(frame_version) + ")";
+    }
+    const std::size_t claimed = b[3];
+    if (claimed > size - frame_header) {
+        return "private data that claims " + std::to_string(claimed) + " bytes of payload but holds " +
+               std::to_string(size - frame_header);
+    }
+    if (kind == FrameKind::address && claimed != address_size) {
+        return "private data with a " + std::to_string(claimed) + "-byte QP address (accepted: " +
+               std::to_string(address_size) + " bytes)";
+    }
+    payload = std::span<const std::byte>(reinterpret_cast<const std::byte*>(b + frame_header), claimed);
+    return {};
+}
+
+std::string printable(std::span<const std::byte> text) {
+    std::string out;
+    const std::size_t n = std::min(text.size(), max_refusal_text);
+    out.reserve(n + 3);
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+    }
+    if (text.size() > n) out += "...";
+    return out;
+}
+
+}  // namespace weft::verbs::wire
