@@ -16,7 +16,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -166,16 +169,67 @@ BOOST_AUTO_TEST_CASE(an_unsignaled_write_never_puts_the_qp_in_error) {
     BOOST_TEST(c.ok(), c);
 }
 
+// The peer side of the tests below runs in a process of its own. It is a fresh execution of this binary
+// (fork, then exec), never a bare fork: a child forked after the earlier cases opened fabrics inherits
+// the providers' process-wide state (rxm over verbs keeps its fabric and progress in it) and cannot reach
+// its parent. The child's mode, pipes and configuration travel in argv, ahead of Boost.Test's own options,
+// and are read before main by the runner at the end of this file.
+constexpr const char* peer_flag = "--weft-peer-loss-child";
+
+enum class PeerMode { poll_forever, connect_and_exit };
+
+// The peer: opens its side, hands our end its address and region, connects to the address it is given,
+// then either polls its CQ until killed or destroys everything and says so.
+[[noreturn]] void run_peer(PeerMode mode, int in, int out, const std::string& config) {
+    int rc = 0;
+    {
+        try {
+            Side peer(config);
+            send_blob(out, peer.qp.address());
+            auto encoded = peer.mr.remote().encode();
+            write_all(out, encoded.data(), encoded.size());
+            peer.qp.connect(receive_blob(in));
+            if (mode == PeerMode::poll_forever) {
+                char ready = 1;
+                write_all(out, &ready, 1);
+                for (;;) {
+                    weft::Completion wc[4];
+                    (void)peer.cq.poll(wc);
+                    std::this_thread::sleep_for(std::chrono::microseconds(50));
+                }
+            }
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "peer process: %s\n", e.what());
+            rc = 1;
+        }
+    }
+    char gone = 1;  // the QP and its domain are destroyed
+    (void)::write(out, &gone, 1);
+    ::_exit(rc);
+}
+
+// Starts this binary again as a peer in `mode`; returns its pid. `in` and `out` are the child's ends.
+pid_t spawn_peer(PeerMode mode, int in, int out) {
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    if (pid != 0) return pid;
+    std::string mode_text = mode == PeerMode::poll_forever ? "poll" : "exit";
+    std::string in_text = std::to_string(in), out_text = std::to_string(out), cfg = config();
+    const char* argv[] = {"weft-ofi-tests", peer_flag, mode_text.c_str(), in_text.c_str(), out_text.c_str(),
+                          cfg.c_str(), nullptr};
+    ::execv("/proc/self/exe", const_cast<char* const*>(argv));
+    std::fprintf(stderr, "peer process: exec /proc/self/exe: %s\n", std::strerror(errno));
+    ::_exit(127);
+}
+
 // A peer process that polls its CQ until it ends: SIGSTOP stands for the heaviest load (its program does
-// not run at all), SIGTERM for its end. Forked before the test's own side opens anything.
+// not run at all), SIGTERM for its end. Started before the test's own side opens anything.
 class PeerProcess {
 public:
     PeerProcess() {
         if (::pipe(to_child_) != 0 || ::pipe(to_parent_) != 0) throw std::runtime_error("pipe");
-        std::fflush(nullptr);
-        pid = ::fork();
+        pid = spawn_peer(PeerMode::poll_forever, to_child_[0], to_parent_[1]);
         if (pid < 0) throw std::runtime_error("fork");
-        if (pid == 0) child();
         ::close(to_child_[0]);
         ::close(to_parent_[1]);
         address = receive_blob(to_parent_[0]);
@@ -211,30 +265,6 @@ public:
     weft::RemoteRegion region;
 
 private:
-    [[noreturn]] void child() {
-        int rc = 0;
-        try {
-            ::close(to_child_[1]);
-            ::close(to_parent_[0]);
-            Side peer;
-            send_blob(to_parent_[1], peer.qp.address());
-            auto encoded = peer.mr.remote().encode();
-            write_all(to_parent_[1], encoded.data(), encoded.size());
-            peer.qp.connect(receive_blob(to_child_[0]));
-            char ready = 1;
-            write_all(to_parent_[1], &ready, 1);
-            for (;;) {
-                weft::Completion wc[4];
-                (void)peer.cq.poll(wc);
-                std::this_thread::sleep_for(std::chrono::microseconds(50));
-            }
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "peer process: %s\n", e.what());
-            rc = 1;
-        }
-        ::_exit(rc);
-    }
-
     int to_child_[2] = {-1, -1};
     int to_parent_[2] = {-1, -1};
 };
@@ -291,25 +321,8 @@ BOOST_AUTO_TEST_CASE(timeout_zero_waits_for_a_lost_peer_forever, *boost::unit_te
     for (std::uint8_t timeout : {std::uint8_t{0}, std::uint8_t{8}}) {
         int to_child[2], to_parent[2];
         BOOST_REQUIRE(::pipe(to_child) == 0 && ::pipe(to_parent) == 0);
-        std::fflush(nullptr);
-        pid_t pid = ::fork();
+        pid_t pid = spawn_peer(PeerMode::connect_and_exit, to_child[0], to_parent[1]);
         BOOST_REQUIRE(pid >= 0);
-        if (pid == 0) {
-            int rc = 0;
-            try {
-                Side peer;
-                send_blob(to_parent[1], peer.qp.address());
-                auto region = peer.mr.remote().encode();
-                write_all(to_parent[1], region.data(), region.size());
-                peer.qp.connect(receive_blob(to_child[0]));
-            } catch (const std::exception& e) {
-                std::fprintf(stderr, "peer process: %s\n", e.what());
-                rc = 1;
-            }
-            char gone = 1;  // the QP and its domain are destroyed
-            (void)::write(to_parent[1], &gone, 1);
-            ::_exit(rc);
-        }
         ::close(to_child[0]);
         ::close(to_parent[1]);
         weft::QpOptions o = short_deadline();
@@ -344,3 +357,17 @@ BOOST_AUTO_TEST_CASE(timeout_zero_waits_for_a_lost_peer_forever, *boost::unit_te
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// Runs before main: when this process was started as a peer (spawn_peer), it is the peer and nothing else.
+const bool peer_child_ran = [] {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    std::vector<std::string> args;
+    for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
+    if (args.size() != 6 || args[1] != peer_loss::peer_flag) return false;
+    auto mode = args[2] == "poll" ? peer_loss::PeerMode::poll_forever : peer_loss::PeerMode::connect_and_exit;
+    peer_loss::run_peer(mode, std::stoi(args[3]), std::stoi(args[4]), args[5]);
+}();
+
+}  // namespace
