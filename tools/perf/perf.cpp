@@ -251,8 +251,10 @@ void Requester::error_completion(const weft::Completion& c, const char* what) {
 }
 
 void Requester::stalled(const char* what) {
-    fail(std::string(s_.role) + ": no completion for " + std::to_string(stall_limit.count()) + " s while waiting for " +
-         what + " (QP state " + std::string(weft::to_string(s_.qp.state())) + ")");
+    fail(std::string(s_.role) + ": " + label + ": no completion for " + std::to_string(stall_limit.count()) +
+         " s while waiting for " + what + " (" + std::to_string(sends_out_) + " requests outstanding, " +
+         std::to_string(s_.posted_receives) + " receives posted, QP state " +
+         std::string(weft::to_string(s_.qp.state())) + ")");
 }
 
 // ---- Responder

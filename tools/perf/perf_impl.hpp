@@ -89,7 +89,9 @@ void Requester::wait_echo(std::uint64_t i, Idle& idle) {
         }
         return;
     }
-    for (;;) {
+    // Every completion of a poll is taken into account, also those after the echo: the request's own
+    // completion may come in the same batch, after it.
+    for (bool echoed = false; !echoed;) {
         for (const auto& c : s_.cq.poll(wc)) {
             if (!c.ok()) error_completion(c, "the peer's echo");
             if (!c.is_recv()) {
@@ -108,8 +110,9 @@ void Requester::wait_echo(std::uint64_t i, Idle& idle) {
                      std::to_string(n) + " bytes, stamp " + std::to_string(detail::low_bytes(want, detail::stamp_width(n))) + ")");
             }
             repost_receive(i + 1);
-            return;
+            echoed = true;
         }
+        if (echoed) break;
         idle();
         if (w.tick() && w.stalled(sends_out_, std::chrono::steady_clock::now())) stalled("the peer's echo");
     }
