@@ -5,6 +5,7 @@
 
 #include "../support/expect_error.hpp"
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -35,6 +36,27 @@ BOOST_AUTO_TEST_CASE(memory_region_slices_are_bounds_checked) {
     BOOST_TEST(s.lkey == mr.lkey());
     BOOST_TEST(contains(what_of([&] { (void)mr.slice(4000, 200); }), "outside the region of 4096 bytes"));
     BOOST_TEST(mr.segment().length == 4096u);
+}
+
+BOOST_AUTO_TEST_CASE(unchecked_slices_equal_checked_ones_and_post_like_them) {
+    auto dom = open("sim:fabric=handles_unchecked");
+    std::vector<std::byte> buf(4096);
+    auto mr = dom.register_memory(buf, Access::local_write | Access::remote_write);
+    static_assert(noexcept(mr.slice_unchecked(0, 8)));
+    for (std::size_t off : {0u, 100u, 4088u}) {
+        BOOST_TEST((mr.slice_unchecked(off, 8) == mr.slice(off, 8)));
+    }
+    BOOST_TEST((mr.slice_unchecked(0, 4096) == mr.segment()));
+    auto cq = dom.create_cq({.depth = 8});
+    auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    qp.connect(qp.address());
+    std::fill(buf.begin(), buf.begin() + 8, std::byte{0x5a});
+    BOOST_REQUIRE(qp.post_send({write(1, mr.slice_unchecked(0, 8), mr.remote().slice_unchecked(64, 8))}));
+    Completion wc[1];
+    while (cq.poll(wc).empty()) {
+    }
+    BOOST_TEST(wc[0].ok(), wc[0]);
+    BOOST_TEST((buf[64] == std::byte{0x5a} && buf[71] == std::byte{0x5a}));
 }
 
 BOOST_AUTO_TEST_CASE(registration_rejects_empty_buffers) {
