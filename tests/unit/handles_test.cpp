@@ -59,6 +59,22 @@ BOOST_AUTO_TEST_CASE(unchecked_slices_equal_checked_ones_and_post_like_them) {
     BOOST_TEST((buf[64] == std::byte{0x5a} && buf[71] == std::byte{0x5a}));
 }
 
+// The simulator's QP address names fabric, node and QP number; an address whose node does not hold that QP
+// is forged or corrupted, and connect refuses it (found by tests/fuzz/sim_address).
+BOOST_AUTO_TEST_CASE(sim_connect_refuses_an_address_with_the_wrong_node) {
+    auto dom = open("sim:fabric=handles_node");
+    auto cq = dom.create_cq({.depth = 8});
+    auto a = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    auto b = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    auto forged = b.address();
+    BOOST_REQUIRE(forged.size() == 24u);
+    forged[19] = std::byte{0x31};  // the node field's top byte
+    BOOST_TEST(contains(what_of([&] { a.connect(forged); }), "the address says node"));
+    BOOST_TEST((a.state() == QpState::init));  // nothing changed: the QP still connects to the real address
+    a.connect(b.address());
+    BOOST_TEST((a.state() == QpState::rts));
+}
+
 BOOST_AUTO_TEST_CASE(registration_rejects_empty_buffers) {
     auto dom = open("sim:fabric=handles2");
     BOOST_TEST(contains(what_of([&] { dom.register_memory(nullptr, 10, Access::local_write); }), "null address"));
