@@ -98,6 +98,12 @@ struct Profile {
     bool mr_cache = false;
     bool wait_fd = false;           // CQs open with FI_WAIT_FD
     bool delivery_complete = false; // sends and writes complete once placed at the target
+    // The provider checks a remote access's key, bounds and rights at the target before touching memory
+    // (tcp, sockets, verbs and rxm over them). shm does not: its writes and reads are copied by the
+    // requester straight into the target process (CMA).
+    bool rma_checked = false;
+    // Writes, reads and atomics may be posted: the provider checks them, or unchecked_rma=on.
+    bool rma = false;
     std::size_t inject_size = 0;
     std::size_t cq_data_size = 0;
     std::uint32_t iov_limit = 1;

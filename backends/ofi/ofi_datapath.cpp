@@ -428,6 +428,15 @@ PostStatus OfiQp::post_slow(Ring& r, bool synthetic) noexcept {
 
 PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
     if (auto st = detail::validate_send_batch(batch, caps, dcaps_); !st) return st;
+    if (!profile_.rma) {
+        for (std::uint32_t i = 0; i < batch.size(); ++i) {
+            if (needs_remote(batch[i].opcode)) {
+                return PostStatus::invalid(i, "remote writes, reads and atomics are refused on this provider: it does "
+                                              "not check the target's key, bounds or rights (open with "
+                                              "unchecked_rma=on to allow them; see docs/backends/ofi.md)");
+            }
+        }
+    }
     if (profile_.emulated_imm) {
         for (std::uint32_t i = 0; i < batch.size(); ++i) {
             if (batch[i].opcode == Opcode::write_with_imm && batch[i].length() > emulated_imm_max_length) {

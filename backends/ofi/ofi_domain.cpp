@@ -214,6 +214,8 @@ void OfiDomain::choose_info(const Config& cfg) {
         types = {FI_EP_MSG, FI_EP_RDM};
     }
 
+    static constexpr std::string_view onoff_choices[] = {"off", "on"};
+    const bool unchecked_rma = cfg.get_choice("unchecked_rma", "off", onoff_choices) == "on";
     static constexpr std::string_view dc_choices[] = {"auto", "on", "off"};
     std::string_view dc_mode = cfg.get_choice("delivery_complete", "auto", dc_choices);
     // shm 1.17 under FI_DELIVERY_COMPLETE never completes a truncated receive nor a write it refuses.
@@ -306,6 +308,14 @@ void OfiDomain::choose_info(const Config& cfg) {
     p.iov_limit = static_cast<std::uint32_t>(std::max<std::size_t>(
         1, std::min({i.tx_attr->iov_limit, i.rx_attr->iov_limit, std::size_t{64}})));
     p.msg_order = i.tx_attr->msg_order;
+    // Providers whose target checks every remote access against its registrations (ofi_mr_map_verify in
+    // tcp and sockets, the HCA for verbs; rxm passes RMA through to them) and fails it without touching
+    // memory. shm 1.17 copies writes and reads from the requester (process_vm_writev/readv) without
+    // looking the key up; its checked path (FI_DELIVERY_COMPLETE) drops a refused request without
+    // completing it. Any other provider is not known to check.
+    static constexpr std::string_view checked[] = {"tcp", "tcp;ofi_rxm", "sockets", "verbs", "verbs;ofi_rxm"};
+    p.rma_checked = std::find(std::begin(checked), std::end(checked), p.provider) != std::end(checked);
+    p.rma = p.rma_checked || unchecked_rma;
 }
 
 void OfiDomain::fill_capabilities() {
@@ -329,9 +339,11 @@ void OfiDomain::fill_capabilities() {
     // Under libfabric's MR cache (FI_MR_CACHE_MAX_COUNT not 0) verbs regions carry every remote right.
     if (p.provider == "sockets" || (p.provider == "verbs" && !p.mr_cache)) add(Feature::remote_access_check);
     if (p.cq_data_size >= 4) add(Feature::send_with_imm);
-    if (p.native_imm || p.emulated_imm) add(Feature::write_with_imm);
-    if ((i.caps & FI_RMA) != 0 && (i.tx_attr->caps & (FI_READ | FI_RMA)) != 0) add(Feature::read);
-    if (p.atomics) add(Feature::atomics);
+    // Without checked RMA (shm unless unchecked_rma=on) no remote operation is claimed; writes, which the
+    // core always allows, are refused at post (OfiQp::post_send).
+    if (p.rma && (p.native_imm || p.emulated_imm)) add(Feature::write_with_imm);
+    if (p.rma && (i.caps & FI_RMA) != 0 && (i.tx_attr->caps & (FI_READ | FI_RMA)) != 0) add(Feature::read);
+    if (p.rma && p.atomics) add(Feature::atomics);
     add(Feature::fence);  // FI_FENCE where the provider has it, emulated otherwise (ofi_datapath.cpp)
     if (p.inject_size > 0) add(Feature::inline_data);
     // The provider's wait fd where its peers wake it (verbs, tcp, rxm, sockets); an eventfd set by the
@@ -360,6 +372,22 @@ std::unique_ptr<detail::MrImpl> OfiDomain::register_memory(void* addr, std::size
     // the atomic right so the requester can refuse atomics on regions without it.
     bool atomic_right = has(access, Access::remote_atomic);
     if (atomic_right) fi_access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+    // ofi_rxm registers its core provider's region with a remote right for every local one, for its
+    // rendezvous protocol: FI_SEND adds FI_REMOTE_READ (FI_WRITE with FI_OFI_RXM_USE_WRITE_RNDV), FI_RECV adds
+    // FI_REMOTE_WRITE under write rendezvous. A region without those rights is registered without the local
+    // flag that would grant them, and its descriptor is not handed to rxm: a large send or receive through
+    // it then takes rxm's own registration of the buffer (it needs none from the application here).
+    bool withhold_desc = false;
+    if (p.provider.find(";ofi_rxm") != std::string::npos && !p.mr_local) {
+        if ((fi_access & FI_REMOTE_READ) == 0 && (fi_access & FI_SEND) != 0) {
+            fi_access &= ~FI_SEND;
+            withhold_desc = true;
+        }
+        if ((fi_access & FI_REMOTE_WRITE) == 0 && (fi_access & FI_RECV) != 0) {
+            fi_access &= ~FI_RECV;
+            withhold_desc = true;
+        }
+    }
 
     auto base = reinterpret_cast<std::uint64_t>(addr);
     if (p.our_keys && !p.virt_addr && base >= (1ull << (64 - key_base_shift))) {
@@ -390,7 +418,7 @@ std::unique_ptr<detail::MrImpl> OfiDomain::register_memory(void* addr, std::size
     out->rkey = p.prov_key ? fi_mr_key(mr) : key;
     out->access = access;
     out->kind = BackendKind::ofi;
-    out->lkey = mrs_.insert(base, length, out->desc, local_write);
+    out->lkey = mrs_.insert(base, length, withhold_desc ? nullptr : out->desc, local_write);
     return out;
 }
 
