@@ -217,7 +217,7 @@ bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
             break;
         case Opcode::fetch_add:
         case Opcode::compare_swap:
-            if (profile_.our_keys && (r.rkey & key_atomic_bit) == 0) {
+            if (profile_.our_keys && (r.rkey & (profile_.virt_addr ? key_atomic_bit : offset_key_atomic_bit)) == 0) {
                 finish_at_post(s, WcStatus::remote_access);
                 enter_error(send_, s.seq);
                 return false;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <set>
 
 namespace weft::ofi {
@@ -140,6 +141,44 @@ void MrTable::erase(std::uint32_t lkey) noexcept {
     } catch (...) {
         // The index is lost; the table only gets smaller.
     }
+}
+
+// ---- MR keys
+
+KeyMixer::KeyMixer() {
+    std::random_device rd;
+    for (auto& k : round_keys_) k = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+std::uint64_t KeyMixer::key(std::uint64_t seq) const noexcept { return permute(seq, 31); }
+
+std::uint64_t KeyMixer::tag(std::uint64_t seq) const noexcept {
+    // A permutation of 2^16 walked until it lands below 2^15 is a permutation of 2^15.
+    std::uint64_t x = seq & offset_key_tag_mask;
+    do {
+        x = permute(x, 8);
+    } while (x > offset_key_tag_mask);
+    return x;
+}
+
+std::uint64_t KeyMixer::permute(std::uint64_t in, unsigned half_bits) const noexcept {
+    // A balanced Feistel network on 2 x half_bits bits: a bijection whatever the round function, so
+    // distinct inputs give distinct outputs. The round function is a keyed 64-bit mixer.
+    const std::uint64_t half = (1ull << half_bits) - 1;
+    std::uint64_t l = (in >> half_bits) & half;
+    std::uint64_t r = in & half;
+    for (std::uint64_t k : round_keys_) {
+        std::uint64_t x = r ^ k;
+        x ^= x >> 30;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 27;
+        x *= 0x94d049bb133111ebull;
+        x ^= x >> 31;
+        std::uint64_t next = l ^ (x & half);
+        l = r;
+        r = next;
+    }
+    return (l << half_bits) | r;
 }
 
 // ---- Domain
@@ -282,6 +321,15 @@ void OfiDomain::choose_info(const Config& cfg) {
     p.virt_addr = (mr_mode & FI_MR_VIRT_ADDR) != 0;
     p.prov_key = (mr_mode & FI_MR_PROV_KEY) != 0;
     p.our_keys = !p.prov_key && i.domain_attr->mr_key_size >= 8;
+    if (!p.virt_addr && p.our_keys && (p.provider == "tcp" || p.provider == "sockets")) {
+        // tcp and sockets need neither mode bit and return none, which makes a target address an offset
+        // into the region. Asking for FI_MR_VIRT_ADDR at fi_domain is accepted (a mode the application
+        // offers beyond what the provider needs) and makes it a virtual address, which weft's RemoteRegion
+        // carries: the key then carries nothing but itself (KeyMixer). Not rxm over tcp: it opens its tcp
+        // domain from a fresh fi_getinfo, which returns tcp's own mode (offsets) whatever rxm was given.
+        i.domain_attr->mr_mode |= FI_MR_VIRT_ADDR;
+        p.virt_addr = true;
+    }
     if (!p.virt_addr && !p.our_keys) {
         // weft's RemoteRegion carries the region's virtual address; an offset-addressed provider that
         // also picks the keys leaves no way to find the region's base at the requester.
@@ -357,7 +405,7 @@ void OfiDomain::fill_capabilities() {
     caps.max_inline = static_cast<std::uint32_t>(std::min<std::size_t>(p.inject_size, 1u << 16));
     caps.max_cqe = 1u << 20;
     caps.max_msg_size = std::min<std::uint64_t>(i.ep_attr->max_msg_size, std::numeric_limits<std::uint32_t>::max());
-    // Keys we choose carry the region base in 48 bits.
+    // Keys of offset-addressed providers carry the region base in 48 bits.
     caps.max_mr_size = p.our_keys && !p.virt_addr ? (1ull << 47) : std::numeric_limits<std::uint64_t>::max();
 }
 
@@ -399,14 +447,19 @@ std::unique_ptr<detail::MrImpl> OfiDomain::register_memory(void* addr, std::size
     for (int attempt = 0;; ++attempt) {
         if (!p.prov_key) {
             std::lock_guard lock(key_mu_);
-            std::uint64_t seq = ++key_seq_;
-            key = p.our_keys ? (base << key_base_shift) | (atomic_right ? key_atomic_bit : 0) | (seq & key_seq_mask)
-                             : seq;
+            std::uint64_t seq = key_seq_++;
+            if (!p.our_keys) {
+                key = seq;
+            } else if (p.virt_addr) {
+                key = keys_.key(seq) | (atomic_right ? key_atomic_bit : 0);
+            } else {
+                key = (base << key_base_shift) | (atomic_right ? offset_key_atomic_bit : 0) | keys_.tag(seq);
+            }
         }
         int ret = fi_mr_reg(domain_.get(), addr, length, fi_access, 0, key, 0, &mr, nullptr);
         if (ret == 0) break;
-        // A requested key can collide with a live one (same base, same 15-bit sequence): take the next.
-        if (ret == -FI_ENOKEY && !p.prov_key && attempt < 64) continue;
+        // Only offset keys can meet a live one (same base, same 15-bit tag): take the next.
+        if (ret == -FI_ENOKEY && p.our_keys && !p.virt_addr && attempt < 64) continue;
         fail(ret, "fi_mr_reg", "register_memory",
              std::to_string(length) + " bytes at " + std::to_string(base) + " with " + to_string(access));
     }
