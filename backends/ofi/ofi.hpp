@@ -157,8 +157,9 @@ struct LivenessTarget {
 int liveness_listen(const sockaddr_storage& ip, socklen_t len, std::uint16_t& port);
 // A non-blocking connect to `to` with keepalive sized from `per_try` (the QP's timeout) and `tries`;
 // the caller watches the socket for HUP/ERR. Returns -1 when no socket could be made (the peer then goes
-// unwatched). The connect may still be in progress.
-int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try, unsigned tries) noexcept;
+// unwatched). The connect may still be in progress; `refused` says it was refused at once (the peer QP's
+// listener is closed already: it is in error or gone).
+int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try, unsigned tries, bool& refused) noexcept;
 // The IP address to listen on for a QP whose endpoint (or passive endpoint) name is `name` in `addr_format`:
 // the name's own IP for socket addresses, loopback for shm's names. False when neither applies.
 bool liveness_address(std::uint32_t addr_format, std::span<const std::byte> name, sockaddr_storage& out,
