@@ -102,7 +102,7 @@ std::string no_device_reason(const DeviceScan& scan) {
 
 std::string device_names(const DeviceScan& scan) {
     std::string names;
-    for (int i = 0; i < scan.count; ++i) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(scan.count); ++i) {
         if (!names.empty()) names += ", ";
         names += ::ibv_get_device_name(scan.list[i]);
     }
@@ -312,7 +312,7 @@ void open_device(Device& dev, const Config& cfg, const DeviceScan& scan) {
 
     if (!wanted.empty()) {
         ibv_device* found = nullptr;
-        for (int i = 0; i < scan.count; ++i) {
+        for (std::size_t i = 0; i < static_cast<std::size_t>(scan.count); ++i) {
             if (wanted == ::ibv_get_device_name(scan.list[i])) found = scan.list[i];
         }
         if (!found) {
@@ -330,7 +330,7 @@ void open_device(Device& dev, const Config& cfg, const DeviceScan& scan) {
     std::string report;
     int first_error = 0;
     bool any_opened = false;
-    for (int i = 0; i < scan.count; ++i) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(scan.count); ++i) {
         ibv_device* d = scan.list[i];
         std::string name = ::ibv_get_device_name(d);
         int err = 0;
@@ -446,7 +446,7 @@ std::string probe() {
     if (scan.count == 0) return no_device_reason(scan);
     std::string report;
     bool any_opened = false;
-    for (int i = 0; i < scan.count; ++i) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(scan.count); ++i) {
         ibv_device* d = scan.list[i];
         int err = 0;
         ContextPtr ctx = open_context(d, err);
@@ -501,7 +501,7 @@ std::unique_ptr<detail::MrImpl> VerbsDomain::register_memory(void* addr, std::si
     if (has(access, Access::remote_read)) flags |= IBV_ACCESS_REMOTE_READ;
     if (has(access, Access::remote_atomic)) flags |= IBV_ACCESS_REMOTE_ATOMIC;
     errno = 0;
-    MrPtr mr(::ibv_reg_mr(device_->pd.get(), addr, length, flags));
+    MrPtr mr(::ibv_reg_mr(device_->pd.get(), addr, length, static_cast<unsigned>(flags)));
     if (!mr) {
         int err = errno != 0 ? errno : EINVAL;
         std::string msg = "ibv_reg_mr(" + std::to_string(length) + " bytes, " + to_string(access) + ") on " +

@@ -1,12 +1,14 @@
-// Uses the installed weft through its public API: opens the simulator, moves bytes, lists backends.
+// Uses weft through its public API as a consumer project would: opens the backend named by argv[1]
+// (default "sim:fabric=consumer"), writes 64 bytes from one QP to another, lists the backends.
 #include <weft/weft.hpp>
 
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <vector>
 
-int main() {
-    auto dom = weft::open("sim:fabric=consumer");
+int main(int argc, char** argv) try {
+    auto dom = weft::open(argc > 1 ? argv[1] : "sim:fabric=consumer");
     auto cq = dom.create_cq();
     auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
     auto peer = dom.create_qp({.send_cq = cq, .recv_cq = cq});
@@ -24,6 +26,9 @@ int main() {
                     b.usable ? "" : b.reason.c_str());
     }
     bool ok = wc[0].ok() && std::memcmp(src.data(), dst.data(), 64) == 0;
-    std::printf("consumer: write through the installed package %s\n", ok ? "ok" : "FAILED");
+    std::printf("consumer: write on %s %s\n", dom.capabilities().backend.c_str(), ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "consumer: %s\n", e.what());
+    return 1;
 }
