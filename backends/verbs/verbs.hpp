@@ -277,7 +277,7 @@ private:
     // The work queue the last completion belonged to, kept from one poll to the next while the table's
     // epoch stays the same (no queue was detached): its wr_id bits 63..32, or 0.
     std::uint64_t last_epoch_ = 0;
-    std::uint64_t last_key_ = 0;
+    std::uint32_t last_key_ = 0;
     WorkQueue* last_wq_ = nullptr;
     // Completions taken from the CQ and not yet handed out (by wait(), or by a poll into fewer than
     // poll_batch): the next poll returns them first.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 
@@ -361,6 +362,32 @@ static_assert(offsetof(Completion, id) == 0 && offsetof(Completion, byte_len) ==
 static_assert(static_cast<int>(WcStatus::success) == 0);
 static_assert(static_cast<int>(Opcode::recv_rdma_with_imm) == static_cast<int>(Opcode::recv) + 1);
 
+namespace {
+
+// Bits 63..32 of a work completion's wr_id (the queue's table index and generation), read as one 32-bit word.
+inline std::uint32_t queue_key(const ibv_wc& w) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::uint32_t key = 0;
+        std::memcpy(&key, reinterpret_cast<const unsigned char*>(&w.wr_id) + 4, sizeof key);
+        return key;
+    } else {
+        return static_cast<std::uint32_t>(w.wr_id >> wr_index_shift);
+    }
+}
+
+// Writes a success completion as four 8-byte words: id; byte_len | imm << 32; qp_num | vendor_err (0) << 32;
+// status (0) | opcode << 8 | has_imm << 16.
+inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uint64_t qp_num,
+                std::uint64_t tail) noexcept {
+    auto* bytes = reinterpret_cast<unsigned char*>(c);
+    std::memcpy(bytes, &id, 8);
+    std::memcpy(bytes + 8, &lengths, 8);
+    std::memcpy(bytes + 16, &qp_num, 8);
+    std::memcpy(bytes + 24, &tail, 8);
+}
+
+}  // namespace
+
 [[gnu::always_inline]] inline std::size_t VerbsCq::translate(Completion* out, std::size_t got) noexcept {
     Completion* c = out;
     // Completions mostly belong to the queue of the one before: what is needed of it is kept in registers
@@ -370,61 +397,54 @@ static_assert(static_cast<int>(Opcode::recv_rdma_with_imm) == static_cast<int>(O
         last_epoch_ = epoch;
         last_key_ = 0;
     }
-    std::uint64_t key = last_key_;  // wr_id bits 63..32 of the current queue; generation 0 is never issued
+    std::uint32_t key = last_key_;  // wr_id bits 63..32 of the current queue; generation 0 is never issued
     WorkQueue* wq = last_wq_;
     const WorkQueue::Slot* slots = nullptr;
     std::uint32_t mask = 0;
     std::uint32_t retired = 0;
     std::uint32_t outstanding = 0;
-    bool recv = false;
+    std::uint32_t recv = 0;  // 1 on a receive queue: its completions take the longer way
     if (key != 0) [[likely]] {
         slots = wq->slots.get();
         mask = wq->ring_mask;
         retired = wq->retired.load(std::memory_order_relaxed);
         outstanding = wq->posted.load(std::memory_order_acquire) - retired;
-        recv = wq->is_recv;
+        recv = wq->is_recv ? 1 : 0;
     }
     for (const ibv_wc& w : std::span(wc_.data(), got)) {
-        const std::uint64_t wr_id = w.wr_id;
-        if (const std::uint64_t k = wr_id >> wr_index_shift; k != key) [[unlikely]] {
+        if (const std::uint32_t k = queue_key(w); k != key) [[unlikely]] {
             if (key != 0) wq->retired.store(retired, std::memory_order_release);
-            wq = queues_.find(wr_id);
+            wq = queues_.find(w.wr_id);
             key = wq != nullptr ? k : 0;
             if (wq == nullptr) continue;  // a completion of a destroyed QP
             slots = wq->slots.get();
             mask = wq->ring_mask;
             retired = wq->retired.load(std::memory_order_relaxed);
             outstanding = wq->posted.load(std::memory_order_acquire) - retired;
-            recv = wq->is_recv;
+            recv = wq->is_recv ? 1 : 0;
         }
         // The request's queue position: it retires with every older one still outstanding.
-        const auto pos = static_cast<std::uint32_t>(wr_id);
+        const auto pos = static_cast<std::uint32_t>(w.wr_id);
         const std::uint32_t older = pos - retired;
         if (older >= outstanding) [[unlikely]] continue;  // not outstanding: not ours to report
         retired = pos + 1;
         outstanding -= older + 1;
 
         const WorkQueue::Slot& posted = slots[pos & mask];
-        if (w.status == IBV_WC_SUCCESS) [[likely]] {
-            // byte_len | imm << 32;  qp_num | vendor_err (0) << 32;  status (0) | opcode << 8 | has_imm << 16.
+        if ((static_cast<std::uint32_t>(w.status) | recv) == 0) [[likely]] {  // a send-queue success
+            put(c, posted.id, w.byte_len, w.qp_num, posted.tail);
+        } else if (w.status == IBV_WC_SUCCESS) {  // a receive
             std::uint64_t lengths = w.byte_len;
             std::uint64_t tail = posted.tail;
-            if (recv) {
-                // Immediate data belongs to receive completions (rxe also flags the requester's completion
-                // of a *_with_imm request, without a value). The slot says recv; a write_with_imm that
-                // consumed the receive is the opcode after it.
-                if ((w.wc_flags & IBV_WC_WITH_IMM) != 0) {
-                    lengths |= static_cast<std::uint64_t>(ntohl(w.imm_data)) << 32;
-                    tail |= 1u << 16;
-                }
-                if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+            // Immediate data belongs to receive completions (rxe also flags the requester's completion of a
+            // *_with_imm request, without a value). The slot says recv; a write_with_imm that consumed the
+            // receive is the opcode after it.
+            if ((w.wc_flags & IBV_WC_WITH_IMM) != 0) {
+                lengths |= static_cast<std::uint64_t>(ntohl(w.imm_data)) << 32;
+                tail |= 1u << 16;
             }
-            auto* bytes = reinterpret_cast<unsigned char*>(c);
-            const std::uint64_t qp_num = w.qp_num;
-            std::memcpy(bytes, &posted.id, 8);
-            std::memcpy(bytes + 8, &lengths, 8);
-            std::memcpy(bytes + 16, &qp_num, 8);
-            std::memcpy(bytes + 24, &tail, 8);
+            if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+            put(c, posted.id, lengths, w.qp_num, tail);
         } else {
             translate_error(w, *wq, posted, *c);
         }
@@ -450,11 +470,11 @@ std::size_t VerbsCq::drain(std::span<Completion> out) noexcept {
 }
 
 std::size_t VerbsCq::took(std::size_t got) noexcept {
-    const std::span<Completion> out = out_;
     rearm_ = fd_mode_;
-    if (got > out.size()) [[unlikely]] return took_too_many(got);
-    std::size_t n = translate(out.data(), got);
-    if (got == poll_batch && out.size() > poll_batch) n += drain(out.subspan(n));  // the provider may hold more
+    if (got > out_.size()) [[unlikely]] return took_too_many(got);
+    const std::size_t n = translate(out_.data(), got);
+    // A full batch: the provider may hold more, and out_ may have room for them.
+    if (got == poll_batch && out_.size() > poll_batch) [[unlikely]] return n + drain(out_.subspan(n));
     return n;
 }
 
