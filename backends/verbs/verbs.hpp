@@ -79,7 +79,7 @@ using OpTable = std::array<OpInfo, 256>;
 // completion word and whether the request must go the general way.
 struct FastOp {
     std::uint8_t wr_opcode = 0;
-    std::uint8_t pad = 0;
+    std::uint8_t has_imm = 0;  // 1: a *_with_imm opcode, whose imm_data the provider reads
     // SendFlags bits (7..0) that send a request of this opcode to the general path, and bit 8, set when every
     // request of it goes there (not a plain opcode here): a request is fast when (flags | 0x100) & reject == 0.
     std::uint16_t reject = 0xffff;

@@ -86,6 +86,30 @@ static_assert(offsetof(LocalSegment, addr) == offsetof(ibv_sge, addr) &&
               offsetof(LocalSegment, lkey) == offsetof(ibv_sge, lkey) && sizeof(ibv_sge) == 16);
 inline void copy_segment(const LocalSegment& from, ibv_sge& to) noexcept { std::memcpy(&to, &from, sizeof to); }
 
+// The remote address and key of a request, as wr.rdma takes them: SendRequest's remote_addr and rkey are 16
+// adjacent bytes, laid out (little-endian, an rkey that fits in 32 bits) as wr.rdma's remote_addr, rkey and
+// the 4 bytes of padding after it. One 16-byte copy.
+static_assert(offsetof(SendRequest, rkey) == offsetof(SendRequest, remote_addr) + 8);
+static_assert(offsetof(decltype(ibv_send_wr::wr.rdma), rkey) == 8 && sizeof(ibv_send_wr::wr.rdma) == 16);
+inline void copy_remote(const SendRequest& r, ibv_send_wr& wr) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::memcpy(&wr.wr.rdma, &r.remote_addr, 16);
+    } else {
+        wr.wr.rdma.remote_addr = r.remote_addr;
+        wr.wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);
+    }
+}
+// The high 32 bits of a request's rkey (0 for a verbs key), read as one word.
+inline std::uint32_t rkey_high(const SendRequest& r) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::uint32_t high = 0;
+        std::memcpy(&high, reinterpret_cast<const unsigned char*>(&r.rkey) + 4, sizeof high);
+        return high;
+    } else {
+        return static_cast<std::uint32_t>(r.rkey >> 32);
+    }
+}
+
 }  // namespace
 
 void rerun_error_flush(ibv_qp* qp) noexcept {
@@ -124,36 +148,37 @@ PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
     // other goes to post_send_general, which checks every request exactly. Nothing is posted before the
     // whole batch is checked, and what was built so far is simply built again. Every entry already has
     // num_sge 1 and its next (the last one's is cut below and restored).
-    const std::uint32_t mask = sq_.ring_mask;
-    const std::uint64_t tag = sq_.tag;
+    // wr_id counts up from tag | head; a batch whose positions would wrap round 2^32 (once in 4 billion
+    // requests) goes the general way, which counts them in 32 bits.
+    if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_send_general(batch);
+    const std::uint64_t mask = sq_.ring_mask;
     const std::uint32_t max_length = max_single_length_;
     const FastOp* const ops = send_ops_.data();
     WorkQueue::Slot* const slots = sq_.slots.get();
     ibv_send_wr* const wrs = send_wrs_.get();
     ibv_send_wr* wr = wrs;
-    std::uint32_t pos = head;
+    std::uint64_t wr_id = sq_.tag | head;
     for (const SendRequest& r : batch) {
         const FastOp op = ops[static_cast<std::uint8_t>(r.opcode)];
         const unsigned flags = static_cast<std::uint8_t>(r.flags);
-        if (((flags | 0x100u) & op.reject) != 0 || (r.rkey >> 32) != 0 || r.sg_list != nullptr || r.num_sge != 1 ||
+        if (((flags | 0x100u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr || r.num_sge != 1 ||
             r.sge.length > max_length) [[unlikely]] {
             return post_send_general(batch);
         }
-        wr->wr_id = tag | pos;
+        wr->wr_id = wr_id;
         wr->opcode = static_cast<ibv_wr_opcode>(op.wr_opcode);
         wr->send_flags = send_flag_table[flags & 0xf];
-        wr->imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
-        wr->wr.rdma.remote_addr = r.remote_addr;
-        wr->wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);  // read only by writes and reads
+        if (op.has_imm != 0) wr->imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
+        copy_remote(r, *wr);
         copy_segment(r.sge, *wr->sg_list);
-        WorkQueue::Slot& slot = slots[pos & mask];
+        WorkQueue::Slot& slot = slots[wr_id & mask];
         slot.id = r.id;
         slot.tail = op.tail;
-        ++pos;
+        ++wr_id;
         ++wr;
     }
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
-    sq_.posted.store(pos, std::memory_order_release);
+    sq_.posted.store(static_cast<std::uint32_t>(wr_id), std::memory_order_release);
     ibv_send_wr& last = wr[-1];
     last.next = nullptr;
     ibv_send_wr* bad = nullptr;
