@@ -245,6 +245,8 @@ private:
     // poll() once the provider returned `got` work completions (of min(poll_batch, out_.size()) asked for).
     // Kept out of poll(), which an empty CQ then leaves at once.
     [[gnu::noinline]] std::size_t took(std::size_t got) noexcept;
+    // took(1), quicker for the common single completion.
+    [[gnu::noinline]] std::size_t took_one() noexcept;
     // took() when the provider returned more than out_ has room for: the rest wait in held_.
     [[gnu::noinline]] std::size_t took_too_many(std::size_t got) noexcept;
     // poll() when wait() left completions behind: those first, then the CQ.
@@ -330,6 +332,8 @@ private:
     void init_data_path(const ibv_qp_cap& granted);
     // post_send for a batch that the fast checks did not clear: checks every request exactly, then builds.
     [[gnu::noinline]] PostStatus post_send_general(std::span<const SendRequest> batch) noexcept;
+    // post_send of one request: the common one built with less set-up than a batch needs.
+    [[gnu::noinline]] PostStatus post_one(const SendRequest& r) noexcept;
     // Why a batch of `n` requests does not fit: the QP takes none yet, the batch is empty, or the queue is full.
     [[gnu::noinline]] PostStatus post_send_refused(std::size_t n) const noexcept;
     // After the provider refused the chain posted from queue position `head`, stopping at `bad`.

@@ -137,19 +137,44 @@ WorkQueue* QueueTable::find(std::uint64_t wr_id) const noexcept {
 
 // ---- Posting
 
+namespace {
+
+// The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a message
+// may be, a 32-bit rkey, no flag that needs a look): checked and built into `wr` (whose num_sge is already 1)
+// and its slot. False, with nothing of the queue's state changed, for any other request.
+[[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
+                                                std::uint64_t wr_id, ibv_send_wr& wr, WorkQueue::Slot& slot) noexcept {
+    const FastOp op = ops[static_cast<std::uint8_t>(r.opcode)];
+    const unsigned flags = static_cast<std::uint8_t>(r.flags);
+    if (((flags | 0x100u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr || r.num_sge != 1 ||
+        r.sge.length > max_length) [[unlikely]] {
+        return false;
+    }
+    wr.wr_id = wr_id;
+    wr.opcode = static_cast<ibv_wr_opcode>(op.wr_opcode);
+    wr.send_flags = send_flag_table[flags & 0xf];
+    if (op.has_imm != 0) wr.imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
+    copy_remote(r, wr);
+    copy_segment(r.sge, *wr.sg_list);
+    slot.id = r.id;
+    slot.tail = op.tail;
+    return true;
+}
+
+}  // namespace
+
 PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
+    const std::size_t n = batch.size();
+    if (n == 1) return post_one(batch[0]);
     // One comparison refuses an empty batch, one that does not fit, and any before the QP is connected (the
     // send queue's capacity is 0 until then); post_send_refused tells them apart.
-    const std::size_t n = batch.size();
     const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
     if (n - 1 >= sq_.free_slots(head)) [[unlikely]] return post_send_refused(n);
-    // The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a
-    // message may be, a 32-bit rkey, no flag that needs a look) is checked and built here; a batch with any
-    // other goes to post_send_general, which checks every request exactly. Nothing is posted before the
-    // whole batch is checked, and what was built so far is simply built again. Every entry already has
-    // num_sge 1 and its next (the last one's is cut below and restored).
-    // wr_id counts up from tag | head; a batch whose positions would wrap round 2^32 (once in 4 billion
-    // requests) goes the general way, which counts them in 32 bits.
+    // Common requests are checked and built here; a batch with any other goes to post_send_general, which
+    // checks every request exactly. Nothing is posted before the whole batch is checked, and what was built
+    // so far is simply built again. Every entry already has num_sge 1 and its next (the last one's is cut
+    // below and restored). wr_id counts up from tag | head; a batch whose positions would wrap round 2^32
+    // (once in 4 billion requests) goes the general way, which counts them in 32 bits.
     if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_send_general(batch);
     const std::uint64_t mask = sq_.ring_mask;
     const std::uint32_t max_length = max_single_length_;
@@ -159,21 +184,9 @@ PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
     ibv_send_wr* wr = wrs;
     std::uint64_t wr_id = sq_.tag | head;
     for (const SendRequest& r : batch) {
-        const FastOp op = ops[static_cast<std::uint8_t>(r.opcode)];
-        const unsigned flags = static_cast<std::uint8_t>(r.flags);
-        if (((flags | 0x100u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr || r.num_sge != 1 ||
-            r.sge.length > max_length) [[unlikely]] {
+        if (!build_common(r, ops, max_length, wr_id, *wr, slots[wr_id & mask])) [[unlikely]] {
             return post_send_general(batch);
         }
-        wr->wr_id = wr_id;
-        wr->opcode = static_cast<ibv_wr_opcode>(op.wr_opcode);
-        wr->send_flags = send_flag_table[flags & 0xf];
-        if (op.has_imm != 0) wr->imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
-        copy_remote(r, *wr);
-        copy_segment(r.sge, *wr->sg_list);
-        WorkQueue::Slot& slot = slots[wr_id & mask];
-        slot.id = r.id;
-        slot.tail = op.tail;
         ++wr_id;
         ++wr;
     }
@@ -184,6 +197,23 @@ PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
     ibv_send_wr* bad = nullptr;
     const int rc = ::ibv_post_send(handle_, wrs, &bad);
     last.next = wr;
+    if (rc != 0) [[unlikely]] return send_refused_by_provider(head, bad);
+    return PostStatus::ok();
+}
+
+PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
+    const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
+    if (sq_.free_slots(head) == 0) [[unlikely]] return post_send_refused(1);
+    ibv_send_wr& wr = send_wrs_[0];
+    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, wr, sq_.slots[head & sq_.ring_mask]))
+        [[unlikely]] {
+        return post_send_general(std::span(&r, 1));
+    }
+    sq_.posted.store(head + 1, std::memory_order_release);
+    wr.next = nullptr;
+    ibv_send_wr* bad = nullptr;
+    const int rc = ::ibv_post_send(handle_, &wr, &bad);
+    wr.next = &wr + 1;
     if (rc != 0) [[unlikely]] return send_refused_by_provider(head, bad);
     return PostStatus::ok();
 }
@@ -503,6 +533,25 @@ std::size_t VerbsCq::took(std::size_t got) noexcept {
     return n;
 }
 
+std::size_t VerbsCq::took_one() noexcept {
+    // The common single completion: a send-queue success of the queue the last completion belonged to. It
+    // needs a handful of registers, where the loop of translate() needs them all; anything else goes there.
+    const ibv_wc& w = wc_[0];
+    WorkQueue* const wq = last_wq_;
+    if (queue_key(w) != last_key_ || queues_.epoch() != last_epoch_ || w.status != IBV_WC_SUCCESS || wq->is_recv)
+        [[unlikely]] {
+        return took(1);
+    }
+    const auto pos = static_cast<std::uint32_t>(w.wr_id);
+    const std::uint32_t retired = wq->retired.load(std::memory_order_relaxed);
+    if (pos - retired >= wq->posted.load(std::memory_order_acquire) - retired) [[unlikely]] return took(1);
+    rearm_ = fd_mode_;
+    const WorkQueue::Slot& posted = wq->slots[pos & wq->ring_mask];
+    put(out_.data(), posted.id, w.byte_len, w.qp_num, posted.tail);
+    wq->retired.store(pos + 1, std::memory_order_release);
+    return 1;
+}
+
 std::size_t VerbsCq::took_too_many(std::size_t got) noexcept {
     held_begin_ = 0;
     held_count_ = static_cast<std::uint32_t>(translate(held_.data(), got));
@@ -544,7 +593,7 @@ std::size_t VerbsCq::poll(std::span<Completion> out) noexcept {
     // A full batch is asked for whatever out's size (never 0: the core does not call with an empty span);
     // completions beyond it wait in held_ for the next poll.
     const int got = poll_cq_(cq_handle_, static_cast<int>(poll_batch), wc_.data());
-    if (got > 0) [[likely]] return took(static_cast<std::size_t>(got));
+    if (got > 0) [[likely]] return got == 1 ? took_one() : took(static_cast<std::size_t>(got));
     if ((got | rearm_) != 0) [[unlikely]] return not_found(got);  // held completions, or fd mode to re-arm
     return 0;
 }
