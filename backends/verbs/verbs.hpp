@@ -332,6 +332,8 @@ private:
     void init_data_path(const ibv_qp_cap& granted);
     // post_send for a batch that the fast checks did not clear: checks every request exactly, then builds.
     [[gnu::noinline]] PostStatus post_send_general(std::span<const SendRequest> batch) noexcept;
+    // post_send of several requests (or none).
+    [[gnu::noinline]] PostStatus post_batch(std::span<const SendRequest> batch) noexcept;
     // post_send of one request: the common one built with less set-up than a batch needs.
     [[gnu::noinline]] PostStatus post_one(const SendRequest& r) noexcept;
     // Why a batch of `n` requests does not fit: the QP takes none yet, the batch is empty, or the queue is full.

@@ -164,8 +164,11 @@ namespace {
 }  // namespace
 
 PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
+    return batch.size() == 1 ? post_one(batch[0]) : post_batch(batch);
+}
+
+PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     const std::size_t n = batch.size();
-    if (n == 1) return post_one(batch[0]);
     // One comparison refuses an empty batch, one that does not fit, and any before the QP is connected (the
     // send queue's capacity is 0 until then); post_send_refused tells them apart.
     const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
@@ -214,7 +217,8 @@ PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
     ibv_send_wr* bad = nullptr;
     const int rc = ::ibv_post_send(handle_, &wr, &bad);
     wr.next = &wr + 1;
-    if (rc != 0) [[unlikely]] return send_refused_by_provider(head, bad);
+    // (head is found again there rather than kept across the call.)
+    if (rc != 0) [[unlikely]] return send_refused_by_provider(sq_.posted.load(std::memory_order_relaxed) - 1, bad);
     return PostStatus::ok();
 }
 
