@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 
@@ -85,6 +86,30 @@ static_assert(offsetof(LocalSegment, addr) == offsetof(ibv_sge, addr) &&
               offsetof(LocalSegment, lkey) == offsetof(ibv_sge, lkey) && sizeof(ibv_sge) == 16);
 inline void copy_segment(const LocalSegment& from, ibv_sge& to) noexcept { std::memcpy(&to, &from, sizeof to); }
 
+// The remote address and key of a request, as wr.rdma takes them: SendRequest's remote_addr and rkey are 16
+// adjacent bytes, laid out (little-endian, an rkey that fits in 32 bits) as wr.rdma's remote_addr, rkey and
+// the 4 bytes of padding after it. One 16-byte copy.
+static_assert(offsetof(SendRequest, rkey) == offsetof(SendRequest, remote_addr) + 8);
+static_assert(offsetof(decltype(ibv_send_wr::wr.rdma), rkey) == 8 && sizeof(ibv_send_wr::wr.rdma) == 16);
+inline void copy_remote(const SendRequest& r, ibv_send_wr& wr) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::memcpy(&wr.wr.rdma, &r.remote_addr, 16);
+    } else {
+        wr.wr.rdma.remote_addr = r.remote_addr;
+        wr.wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);
+    }
+}
+// The high 32 bits of a request's rkey (0 for a verbs key), read as one word.
+inline std::uint32_t rkey_high(const SendRequest& r) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::uint32_t high = 0;
+        std::memcpy(&high, reinterpret_cast<const unsigned char*>(&r.rkey) + 4, sizeof high);
+        return high;
+    } else {
+        return static_cast<std::uint32_t>(r.rkey >> 32);
+    }
+}
+
 }  // namespace
 
 void rerun_error_flush(ibv_qp* qp) noexcept {
@@ -112,53 +137,88 @@ WorkQueue* QueueTable::find(std::uint64_t wr_id) const noexcept {
 
 // ---- Posting
 
+namespace {
+
+// The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a message
+// may be, a 32-bit rkey, no flag that needs a look): checked and built into `wr` (whose num_sge is already 1)
+// and its slot. False, with nothing of the queue's state changed, for any other request.
+[[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
+                                                std::uint64_t wr_id, ibv_send_wr& wr, WorkQueue::Slot& slot) noexcept {
+    const FastOp op = ops[static_cast<std::uint8_t>(r.opcode)];
+    const unsigned flags = static_cast<std::uint8_t>(r.flags);
+    if (((flags | 0x100u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr || r.num_sge != 1 ||
+        r.sge.length > max_length) [[unlikely]] {
+        return false;
+    }
+    wr.wr_id = wr_id;
+    wr.opcode = static_cast<ibv_wr_opcode>(op.wr_opcode);
+    wr.send_flags = send_flag_table[flags & 0xf];
+    if (op.has_imm != 0) wr.imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
+    copy_remote(r, wr);
+    copy_segment(r.sge, *wr.sg_list);
+    slot.id = r.id;
+    slot.tail = op.tail;
+    return true;
+}
+
+}  // namespace
+
 PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
+    return batch.size() == 1 ? post_one(batch[0]) : post_batch(batch);
+}
+
+PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
+    const std::size_t n = batch.size();
     // One comparison refuses an empty batch, one that does not fit, and any before the QP is connected (the
     // send queue's capacity is 0 until then); post_send_refused tells them apart.
-    const std::size_t n = batch.size();
     const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
     if (n - 1 >= sq_.free_slots(head)) [[unlikely]] return post_send_refused(n);
-    // The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a
-    // message may be, a 32-bit rkey, no flag that needs a look) is checked and built here; a batch with any
-    // other goes to post_send_general, which checks every request exactly. Nothing is posted before the
-    // whole batch is checked, and what was built so far is simply built again. Every entry already has
-    // num_sge 1 and its next (the last one's is cut below and restored).
-    const std::uint32_t mask = sq_.ring_mask;
-    const std::uint64_t tag = sq_.tag;
+    // Common requests are checked and built here; a batch with any other goes to post_send_general, which
+    // checks every request exactly. Nothing is posted before the whole batch is checked, and what was built
+    // so far is simply built again. Every entry already has num_sge 1 and its next (the last one's is cut
+    // below and restored). wr_id counts up from tag | head; a batch whose positions would wrap round 2^32
+    // (once in 4 billion requests) goes the general way, which counts them in 32 bits.
+    if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_send_general(batch);
+    const std::uint64_t mask = sq_.ring_mask;
     const std::uint32_t max_length = max_single_length_;
     const FastOp* const ops = send_ops_.data();
     WorkQueue::Slot* const slots = sq_.slots.get();
     ibv_send_wr* const wrs = send_wrs_.get();
     ibv_send_wr* wr = wrs;
-    std::uint32_t pos = head;
+    std::uint64_t wr_id = sq_.tag | head;
     for (const SendRequest& r : batch) {
-        const FastOp op = ops[static_cast<std::uint8_t>(r.opcode)];
-        const unsigned flags = static_cast<std::uint8_t>(r.flags);
-        if (((flags | 0x100u) & op.reject) != 0 || (r.rkey >> 32) != 0 || r.sg_list != nullptr || r.num_sge != 1 ||
-            r.sge.length > max_length) [[unlikely]] {
+        if (!build_common(r, ops, max_length, wr_id, *wr, slots[wr_id & mask])) [[unlikely]] {
             return post_send_general(batch);
         }
-        wr->wr_id = tag | pos;
-        wr->opcode = static_cast<ibv_wr_opcode>(op.wr_opcode);
-        wr->send_flags = send_flag_table[flags & 0xf];
-        wr->imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
-        wr->wr.rdma.remote_addr = r.remote_addr;
-        wr->wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);  // read only by writes and reads
-        copy_segment(r.sge, *wr->sg_list);
-        WorkQueue::Slot& slot = slots[pos & mask];
-        slot.id = r.id;
-        slot.tail = op.tail;
-        ++pos;
+        ++wr_id;
         ++wr;
     }
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
-    sq_.posted.store(pos, std::memory_order_release);
+    sq_.posted.store(static_cast<std::uint32_t>(wr_id), std::memory_order_release);
     ibv_send_wr& last = wr[-1];
     last.next = nullptr;
     ibv_send_wr* bad = nullptr;
     const int rc = ::ibv_post_send(handle_, wrs, &bad);
     last.next = wr;
     if (rc != 0) [[unlikely]] return send_refused_by_provider(head, bad);
+    return PostStatus::ok();
+}
+
+PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
+    const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
+    if (sq_.free_slots(head) == 0) [[unlikely]] return post_send_refused(1);
+    ibv_send_wr& wr = send_wrs_[0];
+    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, wr, sq_.slots[head & sq_.ring_mask]))
+        [[unlikely]] {
+        return post_send_general(std::span(&r, 1));
+    }
+    sq_.posted.store(head + 1, std::memory_order_release);
+    wr.next = nullptr;
+    ibv_send_wr* bad = nullptr;
+    const int rc = ::ibv_post_send(handle_, &wr, &bad);
+    wr.next = &wr + 1;
+    // (head is found again there rather than kept across the call.)
+    if (rc != 0) [[unlikely]] return send_refused_by_provider(sq_.posted.load(std::memory_order_relaxed) - 1, bad);
     return PostStatus::ok();
 }
 
@@ -361,6 +421,32 @@ static_assert(offsetof(Completion, id) == 0 && offsetof(Completion, byte_len) ==
 static_assert(static_cast<int>(WcStatus::success) == 0);
 static_assert(static_cast<int>(Opcode::recv_rdma_with_imm) == static_cast<int>(Opcode::recv) + 1);
 
+namespace {
+
+// Bits 63..32 of a work completion's wr_id (the queue's table index and generation), read as one 32-bit word.
+inline std::uint32_t queue_key(const ibv_wc& w) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::uint32_t key = 0;
+        std::memcpy(&key, reinterpret_cast<const unsigned char*>(&w.wr_id) + 4, sizeof key);
+        return key;
+    } else {
+        return static_cast<std::uint32_t>(w.wr_id >> wr_index_shift);
+    }
+}
+
+// Writes a success completion as four 8-byte words: id; byte_len | imm << 32; qp_num | vendor_err (0) << 32;
+// status (0) | opcode << 8 | has_imm << 16.
+inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uint64_t qp_num,
+                std::uint64_t tail) noexcept {
+    auto* bytes = reinterpret_cast<unsigned char*>(c);
+    std::memcpy(bytes, &id, 8);
+    std::memcpy(bytes + 8, &lengths, 8);
+    std::memcpy(bytes + 16, &qp_num, 8);
+    std::memcpy(bytes + 24, &tail, 8);
+}
+
+}  // namespace
+
 [[gnu::always_inline]] inline std::size_t VerbsCq::translate(Completion* out, std::size_t got) noexcept {
     Completion* c = out;
     // Completions mostly belong to the queue of the one before: what is needed of it is kept in registers
@@ -370,61 +456,54 @@ static_assert(static_cast<int>(Opcode::recv_rdma_with_imm) == static_cast<int>(O
         last_epoch_ = epoch;
         last_key_ = 0;
     }
-    std::uint64_t key = last_key_;  // wr_id bits 63..32 of the current queue; generation 0 is never issued
+    std::uint32_t key = last_key_;  // wr_id bits 63..32 of the current queue; generation 0 is never issued
     WorkQueue* wq = last_wq_;
     const WorkQueue::Slot* slots = nullptr;
     std::uint32_t mask = 0;
     std::uint32_t retired = 0;
     std::uint32_t outstanding = 0;
-    bool recv = false;
+    std::uint32_t recv = 0;  // 1 on a receive queue: its completions take the longer way
     if (key != 0) [[likely]] {
         slots = wq->slots.get();
         mask = wq->ring_mask;
         retired = wq->retired.load(std::memory_order_relaxed);
         outstanding = wq->posted.load(std::memory_order_acquire) - retired;
-        recv = wq->is_recv;
+        recv = wq->is_recv ? 1 : 0;
     }
     for (const ibv_wc& w : std::span(wc_.data(), got)) {
-        const std::uint64_t wr_id = w.wr_id;
-        if (const std::uint64_t k = wr_id >> wr_index_shift; k != key) [[unlikely]] {
+        if (const std::uint32_t k = queue_key(w); k != key) [[unlikely]] {
             if (key != 0) wq->retired.store(retired, std::memory_order_release);
-            wq = queues_.find(wr_id);
+            wq = queues_.find(w.wr_id);
             key = wq != nullptr ? k : 0;
             if (wq == nullptr) continue;  // a completion of a destroyed QP
             slots = wq->slots.get();
             mask = wq->ring_mask;
             retired = wq->retired.load(std::memory_order_relaxed);
             outstanding = wq->posted.load(std::memory_order_acquire) - retired;
-            recv = wq->is_recv;
+            recv = wq->is_recv ? 1 : 0;
         }
         // The request's queue position: it retires with every older one still outstanding.
-        const auto pos = static_cast<std::uint32_t>(wr_id);
+        const auto pos = static_cast<std::uint32_t>(w.wr_id);
         const std::uint32_t older = pos - retired;
         if (older >= outstanding) [[unlikely]] continue;  // not outstanding: not ours to report
         retired = pos + 1;
         outstanding -= older + 1;
 
         const WorkQueue::Slot& posted = slots[pos & mask];
-        if (w.status == IBV_WC_SUCCESS) [[likely]] {
-            // byte_len | imm << 32;  qp_num | vendor_err (0) << 32;  status (0) | opcode << 8 | has_imm << 16.
+        if ((static_cast<std::uint32_t>(w.status) | recv) == 0) [[likely]] {  // a send-queue success
+            put(c, posted.id, w.byte_len, w.qp_num, posted.tail);
+        } else if (w.status == IBV_WC_SUCCESS) {  // a receive
             std::uint64_t lengths = w.byte_len;
             std::uint64_t tail = posted.tail;
-            if (recv) {
-                // Immediate data belongs to receive completions (rxe also flags the requester's completion
-                // of a *_with_imm request, without a value). The slot says recv; a write_with_imm that
-                // consumed the receive is the opcode after it.
-                if ((w.wc_flags & IBV_WC_WITH_IMM) != 0) {
-                    lengths |= static_cast<std::uint64_t>(ntohl(w.imm_data)) << 32;
-                    tail |= 1u << 16;
-                }
-                if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+            // Immediate data belongs to receive completions (rxe also flags the requester's completion of a
+            // *_with_imm request, without a value). The slot says recv; a write_with_imm that consumed the
+            // receive is the opcode after it.
+            if ((w.wc_flags & IBV_WC_WITH_IMM) != 0) {
+                lengths |= static_cast<std::uint64_t>(ntohl(w.imm_data)) << 32;
+                tail |= 1u << 16;
             }
-            auto* bytes = reinterpret_cast<unsigned char*>(c);
-            const std::uint64_t qp_num = w.qp_num;
-            std::memcpy(bytes, &posted.id, 8);
-            std::memcpy(bytes + 8, &lengths, 8);
-            std::memcpy(bytes + 16, &qp_num, 8);
-            std::memcpy(bytes + 24, &tail, 8);
+            if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+            put(c, posted.id, lengths, w.qp_num, tail);
         } else {
             translate_error(w, *wq, posted, *c);
         }
@@ -450,12 +529,31 @@ std::size_t VerbsCq::drain(std::span<Completion> out) noexcept {
 }
 
 std::size_t VerbsCq::took(std::size_t got) noexcept {
-    const std::span<Completion> out = out_;
     rearm_ = fd_mode_;
-    if (got > out.size()) [[unlikely]] return took_too_many(got);
-    std::size_t n = translate(out.data(), got);
-    if (got == poll_batch && out.size() > poll_batch) n += drain(out.subspan(n));  // the provider may hold more
+    if (got > out_.size()) [[unlikely]] return took_too_many(got);
+    const std::size_t n = translate(out_.data(), got);
+    // A full batch: the provider may hold more, and out_ may have room for them.
+    if (got == poll_batch && out_.size() > poll_batch) [[unlikely]] return n + drain(out_.subspan(n));
     return n;
+}
+
+std::size_t VerbsCq::took_one() noexcept {
+    // The common single completion: a send-queue success of the queue the last completion belonged to. It
+    // needs a handful of registers, where the loop of translate() needs them all; anything else goes there.
+    const ibv_wc& w = wc_[0];
+    WorkQueue* const wq = last_wq_;
+    if (queue_key(w) != last_key_ || queues_.epoch() != last_epoch_ || w.status != IBV_WC_SUCCESS || wq->is_recv)
+        [[unlikely]] {
+        return took(1);
+    }
+    const auto pos = static_cast<std::uint32_t>(w.wr_id);
+    const std::uint32_t retired = wq->retired.load(std::memory_order_relaxed);
+    if (pos - retired >= wq->posted.load(std::memory_order_acquire) - retired) [[unlikely]] return took(1);
+    rearm_ = fd_mode_;
+    const WorkQueue::Slot& posted = wq->slots[pos & wq->ring_mask];
+    put(out_.data(), posted.id, w.byte_len, w.qp_num, posted.tail);
+    wq->retired.store(pos + 1, std::memory_order_release);
+    return 1;
 }
 
 std::size_t VerbsCq::took_too_many(std::size_t got) noexcept {
@@ -499,7 +597,7 @@ std::size_t VerbsCq::poll(std::span<Completion> out) noexcept {
     // A full batch is asked for whatever out's size (never 0: the core does not call with an empty span);
     // completions beyond it wait in held_ for the next poll.
     const int got = poll_cq_(cq_handle_, static_cast<int>(poll_batch), wc_.data());
-    if (got > 0) [[likely]] return took(static_cast<std::size_t>(got));
+    if (got > 0) [[likely]] return got == 1 ? took_one() : took(static_cast<std::size_t>(got));
     if ((got | rearm_) != 0) [[unlikely]] return not_found(got);  // held completions, or fd mode to re-arm
     return 0;
 }

@@ -115,6 +115,32 @@ BOOST_AUTO_TEST_CASE(invalid_requests_are_refused_with_their_index_and_nothing_i
     BOOST_TEST(drain().size() == depth);
 }
 
+BOOST_AUTO_TEST_CASE(single_requests_and_single_completions) {
+    // One at a time: posted alone, polled alone, through a full queue and round its ring several times.
+    for (std::uint64_t i = 0; i < 3 * depth; ++i) {
+        BOOST_REQUIRE(s.qp.post_send({weft::write(i, seg, dst)}));
+        std::array<weft::Completion, 16> wc{};
+        const auto got = s.cq.poll(wc);
+        BOOST_REQUIRE_EQUAL(got.size(), 1u);
+        BOOST_TEST(got[0].id == i);
+        BOOST_TEST(got[0].opcode == weft::Opcode::write);
+    }
+    // A single request is checked as a batch is.
+    const auto st = s.qp.post_send({weft::write(1, seg, weft::RemoteRegion(0, 8, 1ull << 40, weft::BackendKind::verbs))});
+    BOOST_TEST((st.code() == weft::PostStatus::Code::invalid));
+    BOOST_TEST(std::string(st.reason()).find("32 bits") != std::string::npos);
+    const std::array<weft::LocalSegment, 2> two{seg, seg};
+    BOOST_REQUIRE(s.qp.post_send({weft::send(2, two)}));  // the general way, alone
+    BOOST_REQUIRE(s.qp.post_send({weft::send(3, seg)}));
+    const auto got = drain(1);
+    BOOST_REQUIRE_EQUAL(got.size(), 2u);
+    BOOST_TEST(got[0].byte_len == 128u);
+    BOOST_TEST(got[1].byte_len == 64u);
+    // A full queue refuses a single request too.
+    for (std::uint32_t i = 0; i < depth; ++i) BOOST_REQUIRE(s.qp.post_send({weft::write(i, seg, dst).unsignaled()}));
+    BOOST_TEST((s.qp.post_send({weft::write(9, seg, dst)}).code() == weft::PostStatus::Code::queue_full));
+}
+
 BOOST_AUTO_TEST_CASE(a_gather_request_leaves_later_single_segment_requests_intact) {
     const std::array<weft::LocalSegment, 3> three{seg, seg, seg};
     BOOST_REQUIRE(s.qp.post_send({weft::write(1, three, dst), weft::send(2, seg)}));
