@@ -122,7 +122,13 @@ int responder(const std::string& config, int in, int out) {
     char done = 0;
     weft::Completion wc[4];
     ::fcntl(in, F_SETFL, ::fcntl(in, F_GETFL) | O_NONBLOCK);
-    while (::read(in, &done, 1) != 1) {
+    for (;;) {
+        const ssize_t got = ::read(in, &done, 1);
+        if (got == 1) break;
+        if (got == 0) {  // the requester ended without saying so: it failed, and says why itself
+            std::cout << "[responder] the requester ended early\n";
+            return 5;
+        }
         for (auto& c : b.cq.cq.poll(wc)) std::cout << "[responder] unexpected " << c << '\n';
     }
     // Ping-pong: answer every 64-byte message with one, as fi_pingpong does, until one says stop.
@@ -219,6 +225,9 @@ int two_process(const std::string& config) {
     pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("fork");
     if (pid == 0) {
+        // Only the ends each side uses stay open, so that either side sees the other's end as end of file.
+        ::close(to_child[1]);
+        ::close(to_parent[0]);
         int rc = 2;
         try {
             rc = responder(config, to_child[0], to_parent[1]);
@@ -228,7 +237,15 @@ int two_process(const std::string& config) {
         std::cout.flush();
         ::_exit(rc);
     }
-    int rc = requester(config, to_parent[0], to_child[1]);
+    ::close(to_child[0]);
+    ::close(to_parent[1]);
+    int rc = 1;
+    try {
+        rc = requester(config, to_parent[0], to_child[1]);
+    } catch (const std::exception& e) {
+        std::cerr << "[requester] " << e.what() << '\n';
+    }
+    ::close(to_child[1]);  // a responder still waiting for "done" sees end of file and stops
     int status = 0;
     ::waitpid(pid, &status, 0);
     int child = WIFEXITED(status) ? WEXITSTATUS(status) : 9;

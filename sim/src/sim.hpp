@@ -37,7 +37,8 @@ enum Reorder : std::uint32_t {
     reorder_torn = 1u << 0,              ///< packets of a message are placed in a seeded permutation
     reorder_read_after_write = 1u << 1,  ///< a read/atomic may execute after later unfenced messages
     reorder_jitter = 1u << 2,            ///< acknowledgements and responses arrive with seeded extra delay
-    reorder_all = reorder_torn | reorder_read_after_write | reorder_jitter,
+    reorder_qp_paths = 1u << 3,          ///< each QP sends on its own engine and path: QPs overtake each other
+    reorder_all = reorder_torn | reorder_read_after_write | reorder_jitter | reorder_qp_paths,
 };
 
 /// Which stack's documented deviations the simulator reproduces (`profile=` key).
@@ -437,6 +438,10 @@ private:
     QpOptions options_;
     QpState state_ = QpState::init;
     std::uint32_t remote_qpn_ = 0;
+    // reorder=qp_paths: when this QP's own send engine is next idle, and the extra latency of its path
+    // (chosen from the seed and the QP number at connect, 0..latency_ns).
+    std::uint64_t engine_free_ = 0;
+    std::uint64_t path_ns_ = 0;
     std::uint32_t max_sge_ = 1;
     std::uint32_t max_inline_ = 0;
 

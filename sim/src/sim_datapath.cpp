@@ -228,13 +228,17 @@ void SimQp::transmit_pending() noexcept {
         // A fenced request waits until every earlier read and atomic has completed.
         if (has(e.flags, SendFlags::fence) && sq_completed_ < rd_atomic_end_) break;
         const std::uint64_t bytes = payload ? e.length : 0;
-        const std::uint64_t start = std::max(fabric_.now, domain_->link_free);
-        domain_->link_free = start + fabric_.wire_ns(bytes);
+        // One link per node, in posting order across its QPs; or, with qp_paths, an engine and a path per
+        // QP, so that a later message of another QP may arrive first (the IB spec orders one QP only).
+        const bool own_path = fabric_.reorders(reorder_qp_paths);
+        std::uint64_t& engine_free = own_path ? engine_free_ : domain_->link_free;
+        const std::uint64_t start = std::max(fabric_.now, engine_free);
+        engine_free = start + fabric_.wire_ns(bytes);
         if (sq_next_tx_ == sq_completed_) last_progress_ = fabric_.now;  // the ACK timer starts now
         if (!payload) rd_atomic_end_ = std::max(rd_atomic_end_, i + 1);
         Event ev;
         ev.kind = EventKind::deliver;
-        ev.base = start + fabric_.params.latency_ns;
+        ev.base = start + fabric_.params.latency_ns + (own_path ? path_ns_ : 0);
         ev.time = ev.base + fabric_.wire_ns(std::min<std::uint64_t>(bytes, fabric_.params.mtu));  // first packet
         ev.qpn = remote_qpn_;
         ev.peer = qp_num;

@@ -15,7 +15,7 @@ constexpr std::array<KeySpec, 14> sim_keys{{
     {"latency_ns", "one-way latency of a message in virtual nanoseconds; 0..10000000000, default 1000"},
     {"gbps", "link bandwidth in Gbit/s; 0.001..10000, default 100"},
     {"mtu", "packet payload in bytes: 256, 512, 1024, 2048 or 4096; default 4096"},
-    {"reorder", "legal behaviours the seed chooses: all, none, or torn|read_after_write|jitter; default all"},
+    {"reorder", "legal behaviours the seed chooses: all, none, or torn|read_after_write|jitter|qp_paths; default all"},
     {"profile", "whose error statuses to report: spec (the IB specification) or rxe (Soft-RoCE); default spec"},
     {"strict", "abort the process on the first misuse of the API (1/0); default 0"},
     {"check_sources", "report a send/write source buffer changed before its acknowledgement (1/0); default 1"},
@@ -38,11 +38,12 @@ std::uint32_t parse_reorder(const Config& cfg) {
         if (name == "torn") bits |= reorder_torn;
         else if (name == "read_after_write") bits |= reorder_read_after_write;
         else if (name == "jitter") bits |= reorder_jitter;
+        else if (name == "qp_paths") bits |= reorder_qp_paths;
         else {
             throw Error(Errc::invalid_config,
                         "bad value \"" + std::string(*v) + "\" for key 'reorder' of backend 'sim' (\"" +
                             std::string(name) + "\" is not a behaviour); accepted: all, none, or names joined by '|' "
-                            "from torn, read_after_write, jitter",
+                            "from torn, read_after_write, jitter, qp_paths",
                         "sim", "open");
         }
         rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);

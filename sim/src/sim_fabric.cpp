@@ -35,7 +35,7 @@ std::string describe(const Params& p) {
     else if (p.reorder == reorder_all) reorder = "all";
     else {
         for (auto [bit, name] : {std::pair{reorder_torn, "torn"}, std::pair{reorder_read_after_write, "read_after_write"},
-                                 std::pair{reorder_jitter, "jitter"}}) {
+                                 std::pair{reorder_jitter, "jitter"}, std::pair{reorder_qp_paths, "qp_paths"}}) {
             if (p.reorder & bit) reorder += (reorder.empty() ? "" : "|") + std::string(name);
         }
     }

@@ -123,6 +123,13 @@ void SimQp::connect(std::span<const std::byte> peer) {
                     "sim", "QueuePair::connect");
     }
     remote_qpn_ = peer_qpn;
+    if (fabric_.reorders(reorder_qp_paths)) {
+        // A hash of the seed and the QP number, not a draw from the fabric's generator: the choices the
+        // seed makes elsewhere stay as they were.
+        std::uint64_t h = (fabric_.params.seed + 0x9e3779b97f4a7c15ull) ^ (std::uint64_t{qp_num} * 0xbf58476d1ce4e5b9ull);
+        h = (h ^ (h >> 31)) * 0x94d049bb133111ebull;
+        path_ns_ = (h ^ (h >> 29)) % (fabric_.params.latency_ns + 1);
+    }
     state_ = QpState::rts;
 }
 
