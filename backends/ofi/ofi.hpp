@@ -400,7 +400,8 @@ public:
     bool round_needed() noexcept;
     // A bound QP whose peer lives in this process has a request out (this thread's kicks may be needed).
     bool local_peer_outstanding() noexcept;
-    // From a post on a QP of this CQ: ends the doze of a wait() that found nothing to progress (shm).
+    // From a post on a QP of this CQ: ends the doze of a wait() that found nothing to progress (shm, or a
+    // native-wait CQ whose in-process peers had nothing out).
     void nudge() noexcept {
         if (dozing_.load(std::memory_order_relaxed) && dozing_.exchange(false, std::memory_order_acq_rel)) end_doze();
     }
@@ -464,7 +465,7 @@ private:
     std::atomic<bool> loss_pending_{false};
     std::atomic<std::uint32_t> local_links_{0};
     std::atomic<std::uint32_t> waiters_{0};  // threads in wait()
-    std::atomic<bool> dozing_{false};        // a wait() sleeps on event_fd_ until nudged (nothing to progress)
+    std::atomic<bool> dozing_{false};        // a wait() sleeps on event_fd_ / nudge_fd_ until nudged
     std::mutex progress_mu_;  // provider calls from other threads (kicks, the service thread)
     std::mutex bound_mu_;
     std::vector<OfiQp*> bound_;
