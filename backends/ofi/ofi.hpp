@@ -395,6 +395,16 @@ public:
     // The service thread's round for an fd()-mode CQ: progresses it and its local peers, and sets the
     // descriptor when poll() has something. True when something was found.
     bool service_round() noexcept;
+    // Whether a service round could find anything now: without a native wait, a request of a bound QP is
+    // out; with one, a request of a bound QP whose peer lives in this process (it needs kicks).
+    bool round_needed() noexcept;
+    // A bound QP whose peer lives in this process has a request out (this thread's kicks may be needed).
+    bool local_peer_outstanding() noexcept;
+    // From a post on a QP of this CQ: ends the doze of a wait() that found nothing to progress (shm, or a
+    // native-wait CQ whose in-process peers had nothing out).
+    void nudge() noexcept {
+        if (dozing_.load(std::memory_order_relaxed) && dozing_.exchange(false, std::memory_order_acq_rel)) end_doze();
+    }
     // Takes `n` of this CQ's entries for one queue of a QP, or throws weft::Error naming what is left
     // (the verbs provider: see CqEntries). release() gives them back.
     void reserve(std::uint32_t n, std::string_view queue);
@@ -421,6 +431,8 @@ public:
 private:
     std::size_t poll_here(std::span<Completion> out) noexcept;
     bool wait_step() noexcept;
+    bool doze(std::chrono::nanoseconds left) noexcept;
+    void end_doze() noexcept;
     std::size_t pump() noexcept;
     void absorb(const fi_cq_data_entry& e) noexcept;
     void absorb_error() noexcept;
@@ -440,6 +452,9 @@ private:
     std::atomic<std::uint64_t> reserved_{0};
     int wait_fd_ = -1;   // the provider's FI_WAIT_FD (native_wait)
     int event_fd_ = -1;  // otherwise
+    // With a native wait: an eventfd a dozing wait() polls beside wait_fd_, for nudges (fi_cq_signal would
+    // leave the provider's descriptor readable until a read consumes an entry).
+    int nudge_fd_ = -1;
     Ring* ready_head_ = nullptr;
     Ring* ready_tail_ = nullptr;
     std::atomic<Ring*> inbox_{nullptr};
@@ -450,6 +465,7 @@ private:
     std::atomic<bool> loss_pending_{false};
     std::atomic<std::uint32_t> local_links_{0};
     std::atomic<std::uint32_t> waiters_{0};  // threads in wait()
+    std::atomic<bool> dozing_{false};        // a wait() sleeps on event_fd_ / nudge_fd_ until nudged
     std::mutex progress_mu_;  // provider calls from other threads (kicks, the service thread)
     std::mutex bound_mu_;
     std::vector<OfiQp*> bound_;
@@ -668,6 +684,13 @@ void add_round(OfiCq* cq);
 void remove_round(OfiCq* cq) noexcept;
 // Wakes `cq` (OfiCq::wake) at `when`, if it still exists then. Called from watch callbacks too.
 void wake_at(const std::shared_ptr<OfiCq>& cq, std::chrono::steady_clock::time_point when) noexcept;
+// Set while the thread sleeps because no round could find anything (OfiCq::round_needed). A post makes a
+// request outstanding and calls nudge(), which wakes the thread then: one load while it is not dozing.
+extern std::atomic<bool> dozing;
+void wake_dozing() noexcept;
+inline void nudge() noexcept {
+    if (dozing.load(std::memory_order_relaxed)) wake_dozing();
+}
 }  // namespace service
 
 // The status of a failed provider operation.

@@ -476,6 +476,8 @@ PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
         synthetic |= s.ops_total == 0;
     }
     r.tail.store(seq, std::memory_order_release);
+    service::nudge();
+    r.cq->nudge();
     if (r.direct.load(std::memory_order_acquire) && !error_.load(std::memory_order_acquire)) {
         if (post_range(r)) return PostStatus::ok();
     }
@@ -499,6 +501,8 @@ PostStatus OfiQp::post_recv(std::span<const RecvRequest> batch) noexcept {
         synthetic |= s.ops_total == 0;
     }
     r.tail.store(seq, std::memory_order_release);
+    service::nudge();
+    r.cq->nudge();
     if (r.direct.load(std::memory_order_acquire) && !error_.load(std::memory_order_acquire)) {
         if (post_range(r)) return PostStatus::ok();
     }
@@ -566,6 +570,28 @@ void OfiCq::kick_local_peers() noexcept {
     for (OfiQp* qp : bound_) {
         if (qp->has_local_peer() && qp->outstanding()) qp->kick_local_peer();
     }
+}
+
+bool OfiCq::round_needed() noexcept {
+    if (inbox_.load(std::memory_order_acquire) != nullptr) return true;
+    const bool native = wait_fd_ >= 0;
+    if (native && local_links_.load(std::memory_order_relaxed) == 0) return false;
+    std::unique_lock lock(bound_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return true;
+    for (OfiQp* qp : bound_) {
+        if (qp->outstanding() && (!native || qp->has_local_peer())) return true;
+    }
+    return false;
+}
+
+bool OfiCq::local_peer_outstanding() noexcept {
+    if (local_links_.load(std::memory_order_relaxed) == 0) return false;
+    std::unique_lock lock(bound_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return true;
+    for (OfiQp* qp : bound_) {
+        if (qp->has_local_peer() && qp->outstanding()) return true;
+    }
+    return false;
 }
 
 bool OfiCq::service_round() noexcept {
@@ -872,22 +898,75 @@ bool OfiCq::wait(std::chrono::nanoseconds timeout) {
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) return false;
         const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now);
-        const bool busy = local_links_.load(std::memory_order_relaxed) != 0 || registry::attention_pending() ||
-                          loss_pending_.load(std::memory_order_relaxed);
+        // Short slices only while this thread's kicks may be needed (a peer in this process has work) or
+        // a QP needs driving; otherwise the provider's descriptor wakes us.
+        const bool busy = registry::attention_pending() || loss_pending_.load(std::memory_order_relaxed) ||
+                          local_peer_outstanding();
         std::chrono::nanoseconds slice = std::min(left, pause);
         if (wait_fd_ >= 0 && !busy) slice = left;
         if (wait_fd_ >= 0) {
+            // With peers in this process but none of their requests out, block until a post on a bound QP
+            // nudges us (it may need our kicks then) or the provider wakes the descriptor.
+            bool dozed = false;
+            if (!busy && local_links_.load(std::memory_order_relaxed) != 0) {
+                dozing_.store(true, std::memory_order_seq_cst);
+                if (local_peer_outstanding()) {
+                    dozing_.store(false, std::memory_order_relaxed);
+                    slice = std::min(left, pause);
+                } else {
+                    dozed = true;
+                }
+            }
             fid_t fids[1] = {&cq_->fid};
             if (fi_trywait(dom_->fabric(), fids, 1) == 0) {
-                pollfd pfd{wait_fd_, POLLIN, 0};
+                pollfd pfd[2] = {{wait_fd_, POLLIN, 0}, {nudge_fd_, POLLIN, 0}};
                 timespec ts{static_cast<time_t>(slice.count() / 1'000'000'000), static_cast<long>(slice.count() % 1'000'000'000)};
-                ::ppoll(&pfd, 1, &ts, nullptr);
+                ::ppoll(pfd, dozed ? 2 : 1, &ts, nullptr);
             }
+            if (dozed) {
+                dozing_.store(false, std::memory_order_relaxed);
+                std::uint64_t count = 0;
+                [[maybe_unused]] ssize_t r = ::read(nudge_fd_, &count, sizeof count);  // non-blocking
+            }
+        } else if (!busy && event_fd_ >= 0 && doze(left)) {
+            pause = 20us;
+            continue;
         } else {
             std::this_thread::sleep_for(slice);
         }
         pause = std::min<std::chrono::nanoseconds>(pause * 2, 1ms);
     }
+}
+
+// wait() without a native descriptor (shm): when no request of a bound QP is out, nothing can arrive until a
+// post makes one (which nudges) or a synthetic completion is notified (which wakes): sleep on the event fd
+// for up to `left` (at most doze_max as a bound on a missed nudge). False when there is something to do.
+bool OfiCq::doze(std::chrono::nanoseconds left) noexcept {
+    constexpr std::chrono::nanoseconds doze_max = std::chrono::milliseconds(100);
+    dozing_.store(true, std::memory_order_seq_cst);
+    if (round_needed() || deliverable()) {
+        dozing_.store(false, std::memory_order_relaxed);
+        return false;
+    }
+    const auto slice = std::min(left, doze_max);
+    pollfd pfd{event_fd_, POLLIN, 0};
+    timespec ts{static_cast<time_t>(slice.count() / 1'000'000'000), static_cast<long>(slice.count() % 1'000'000'000)};
+    ::ppoll(&pfd, 1, &ts, nullptr);
+    dozing_.store(false, std::memory_order_relaxed);
+    if (!fd_mode_.load(std::memory_order_acquire) && signaled_.exchange(false, std::memory_order_acq_rel)) {
+        std::uint64_t count = 0;
+        [[maybe_unused]] ssize_t r = ::read(event_fd_, &count, sizeof count);
+    }
+    return true;
+}
+
+void OfiCq::end_doze() noexcept {
+    if (nudge_fd_ < 0) {
+        wake();  // the event fd a doze() polls
+        return;
+    }
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(nudge_fd_, &one, sizeof one);
 }
 
 void OfiCq::drain_provider() noexcept {

@@ -53,9 +53,14 @@ InfoPtr query(const Query& q, int& ret) {
     if (ret != 0) return nullptr;
     InfoPtr all(out);
     // Keep the first entry of exactly the provider asked for: fi_getinfo lists the best first, and a core
-    // provider's name also matches the layered providers over it ("verbs" matches "verbs;ofi_rxm").
+    // provider's name also matches the layered providers over it ("verbs" matches "verbs;ofi_rxm"). Some
+    // providers ignore the domain name of the hints (tcp, shm return their own): it is checked here.
     for (fi_info* i = out; i; i = i->next) {
         if (i->fabric_attr == nullptr || i->fabric_attr->prov_name == nullptr || q.provider != i->fabric_attr->prov_name) {
+            continue;
+        }
+        if (!q.domain.empty() &&
+            (i->domain_attr == nullptr || i->domain_attr->name == nullptr || q.domain != i->domain_attr->name)) {
             continue;
         }
         InfoPtr first(fi_dupinfo(i));
@@ -80,6 +85,24 @@ std::string available_providers() {
     std::string out;
     for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
     return out;
+}
+
+// The domains fi_getinfo offers for `provider` (any endpoint type, no other hints), or an empty list.
+std::set<std::string> provider_domains(const std::string& provider) {
+    InfoPtr hints(fi_allocinfo());
+    if (!hints) throw std::bad_alloc();
+    hints->fabric_attr->prov_name = dup_string(provider);
+    fi_info* all = nullptr;
+    std::set<std::string> names;
+    if (fi_getinfo(fi_api_version, nullptr, nullptr, 0, hints.get(), &all) != 0 || all == nullptr) return names;
+    InfoPtr hold(all);
+    for (fi_info* i = all; i; i = i->next) {
+        if (i->fabric_attr && i->fabric_attr->prov_name && provider == i->fabric_attr->prov_name && i->domain_attr &&
+            i->domain_attr->name) {
+            names.insert(i->domain_attr->name);
+        }
+    }
+    return names;
 }
 
 bool uses_sockets(std::string_view provider) {
@@ -299,6 +322,19 @@ void OfiDomain::choose_info(const Config& cfg) {
         profile_.delivery_complete = delivery;
         break;
     }
+    }
+    if (!info_ && !q.domain.empty()) {
+        // A provider that exists without that domain: say which domains it has.
+        std::set<std::string> domains = provider_domains(q.provider);
+        if (!domains.empty() && domains.count(q.domain) == 0) {
+            std::string what = "provider '" + q.provider + "' has no domain '" + q.domain + "'; its domains here: ";
+            bool first = true;
+            for (const auto& d : domains) {
+                what += (first ? "" : ", ") + d;
+                first = false;
+            }
+            throw Error(Errc::invalid_config, std::move(what), backend_name, "open");
+        }
     }
     if (!info_) {
         std::string what = "no fi_info for provider '" + q.provider + "'";

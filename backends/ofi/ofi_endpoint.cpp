@@ -129,6 +129,8 @@ OfiCq::OfiCq(std::shared_ptr<OfiDomain> dom, const CqOptions& options)
     cq_.reset(cq);
     if (profile_->native_wait) {
         check(fi_control(&cq->fid, FI_GETWAIT, &wait_fd_), "fi_control(FI_GETWAIT)", "create_cq");
+        nudge_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (nudge_fd_ < 0) throw_errno(errno, "eventfd for the CQ's waits", backend_name, "create_cq");
     } else {
         // The descriptor fd() hands out exists from the start: fd() has nothing to create.
         event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -139,6 +141,7 @@ OfiCq::OfiCq(std::shared_ptr<OfiDomain> dom, const CqOptions& options)
 OfiCq::~OfiCq() {
     service::remove_round(this);
     if (event_fd_ >= 0) ::close(event_fd_);
+    if (nudge_fd_ >= 0) ::close(nudge_fd_);
 }
 
 int OfiCq::fd() {

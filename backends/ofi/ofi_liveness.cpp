@@ -195,10 +195,17 @@ int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try,
         refused = true;
         return fd;
     }
-    // In progress: to a peer on this host the answer is usually there already (loopback handles the SYN
-    // and its reset inside connect()); a peer whose listener is closed is known lost at once.
+    // In progress: a peer on this host (loopback) answers within microseconds, usually inside connect()
+    // itself; wait for that answer (up to 20 ms, on a loaded host) so that a peer whose listener is closed
+    // is known lost at once. Remote peers are left to the watch.
+    bool loopback = false;
+    if (to.addr.ss_family == AF_INET) {
+        loopback = (ntohl(reinterpret_cast<const sockaddr_in*>(&to.addr)->sin_addr.s_addr) >> 24) == 127;
+    } else if (to.addr.ss_family == AF_INET6) {
+        loopback = IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&to.addr)->sin6_addr);
+    }
     pollfd pfd{fd, POLLOUT, 0};
-    if (::poll(&pfd, 1, 0) == 1) {
+    if (::poll(&pfd, 1, loopback ? 20 : 0) == 1) {
         int err = 0;
         socklen_t len = sizeof err;
         if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == ECONNREFUSED) refused = true;

@@ -12,7 +12,7 @@ namespace weft::ofi {
 [[noreturn]] void fail(long ret, std::string_view call, std::string_view object, std::string context) {
     int err = static_cast<int>(ret < 0 ? -ret : ret);
     std::string msg = context.empty() ? std::string() : context + ": ";
-    msg += std::string(call) + " failed: " + fi_strerror(err);
+    msg += std::string(call) + " failed";  // what() ends with the code's text, fi_strerror's (core/src/error.cpp)
     throw Error(std::error_code(err, fabric_category()), std::move(msg), backend_name, object);
 }
 
@@ -22,7 +22,8 @@ constexpr std::array<KeySpec, 7> ofi_keys{{
     {"provider",
      "libfabric provider (fi_info -l): tcp, shm, sockets, verbs, tcp;ofi_rxm, verbs;ofi_rxm ...; default tcp"},
     {"ep_type", "msg or rdm; default msg where the provider offers FI_EP_MSG (tcp, verbs, sockets), rdm otherwise"},
-    {"domain", "provider domain (NIC or interface), e.g. rxe0 or lo; default the first one fi_getinfo returns"},
+    {"domain", "provider domain (NIC or interface), e.g. rxe0 or lo; default the first one fi_getinfo returns; one "
+               "the provider does not have is refused"},
     {"node", "local address to bind; default 127.0.0.1 for tcp and sockets, none otherwise"},
     {"atomics",
      "auto (default): FI_ATOMIC when the provider keeps its message ordering with it; on; off"},

@@ -6,7 +6,8 @@
 // Rounds: CQs in fd() mode whose provider does not wake the CQ's descriptor by itself (shm, where senders
 // only raise a flag in the receiver's shared memory) and CQs whose QPs have peers in this process that need
 // kicks. The thread runs them every 20 us after something was found, doubling the pause to at most 1 ms
-// while they stay idle: 64 idle CQs cost about 1000 wake-ups a second.
+// while they stay idle and a request is out (OfiCq::round_needed). With nothing out it dozes: it sleeps
+// until a post nudges it (service::nudge, one load per post otherwise), at most 100 ms.
 //
 // After fork() the child has no service thread; the first use in the child starts its own.
 #include "ofi.hpp"
@@ -27,6 +28,9 @@ using namespace std::chrono_literals;
 
 constexpr std::chrono::nanoseconds round_min = 20us;
 constexpr std::chrono::nanoseconds round_max = 1ms;
+// While no round could find anything the thread sleeps until a post nudges it; this bounds the sleep in
+// case a nudge is missed (a post racing the thread's last look).
+constexpr std::chrono::nanoseconds doze_max = 100ms;
 
 struct Watched {
     int fd = -1;
@@ -102,6 +106,7 @@ void run(State* s) noexcept {
                 if (id == 0) {
                     std::uint64_t count = 0;
                     [[maybe_unused]] ssize_t r = ::read(s->wake, &count, sizeof count);
+                    dozing.store(false, std::memory_order_relaxed);
                     pause = round_min;
                     continue;
                 }
@@ -116,11 +121,19 @@ void run(State* s) noexcept {
         }
         if (rounds) {
             bool found = false;
+            bool needed = false;
             {
                 std::lock_guard lock(s->rounds_mu);
                 for (OfiCq* cq : s->rounds) found |= cq->service_round();
+                if (!found) {
+                    // Doze when no round can find anything: announce it, then look again, so that a post
+                    // either sees the announcement (and nudges) or is seen here.
+                    dozing.store(true, std::memory_order_seq_cst);
+                    for (OfiCq* cq : s->rounds) needed = needed || cq->round_needed();
+                    if (needed) dozing.store(false, std::memory_order_relaxed);
+                }
             }
-            pause = found ? round_min : std::min(pause * 2, round_max);
+            pause = found ? round_min : needed ? std::min(pause * 2, round_max) : doze_max;
         }
     }
 }
@@ -169,6 +182,13 @@ void wake(State& s) noexcept {
 }
 
 }  // namespace
+
+std::atomic<bool> dozing{false};
+
+void wake_dozing() noexcept {
+    if (!dozing.exchange(false, std::memory_order_acq_rel)) return;
+    if (State* s = current()) wake(*s);
+}
 
 void wake_at(const std::shared_ptr<OfiCq>& cq, std::chrono::steady_clock::time_point when) noexcept {
     State* s = current();

@@ -1,6 +1,9 @@
 // Error categories and weft::Error's message layout.
 #include <weft/error.hpp>
 
+#include <dlfcn.h>
+
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -27,10 +30,40 @@ public:
     }
 };
 
+// libfabric's FI_E* codes below 256 are errno values (FI_ETIMEDOUT is ETIMEDOUT); its own start at 256
+// (FI_ERRNO_OFFSET). The text is fi_strerror's, found in the libfabric this process has loaded (the ofi
+// plugin's), without linking it: the core does not depend on libfabric.
+constexpr int fabric_errno_limit = 256;
+
+using StrerrorFn = const char* (*)(int);
+
+// fi_strerror of the libfabric loaded in this process, or null while none is. Once found, its handle is kept
+// (libfabric then stays loaded).
+StrerrorFn loaded_fi_strerror() noexcept {
+    static std::atomic<StrerrorFn> found{nullptr};
+    if (StrerrorFn fn = found.load(std::memory_order_acquire); fn != nullptr) return fn;
+    void* lib = ::dlopen("libfabric.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (lib == nullptr) return nullptr;
+    auto fn = reinterpret_cast<StrerrorFn>(::dlsym(lib, "fi_strerror"));
+    StrerrorFn expected = nullptr;
+    if (fn == nullptr || !found.compare_exchange_strong(expected, fn, std::memory_order_acq_rel)) ::dlclose(lib);
+    return fn;
+}
+
 class FabricCategory final : public std::error_category {
 public:
     const char* name() const noexcept override { return "libfabric"; }
-    std::string message(int code) const override { return "libfabric error " + std::to_string(code); }
+    std::string message(int code) const override {
+        if (StrerrorFn fn = loaded_fi_strerror(); fn != nullptr) {
+            if (const char* text = fn(code); text != nullptr) return text;
+        }
+        if (code > 0 && code < fabric_errno_limit) return std::generic_category().message(code);
+        return "libfabric error " + std::to_string(code);
+    }
+    std::error_condition default_error_condition(int code) const noexcept override {
+        if (code > 0 && code < fabric_errno_limit) return {code, std::generic_category()};
+        return {code, *this};
+    }
 };
 
 std::string compose(const std::string& message, std::string_view backend, std::string_view object) {

@@ -35,8 +35,10 @@ enum class Errc : int {
 };
 
 const std::error_category& error_category() noexcept;
-/// Category for libfabric's FI_E* codes (positive values); message() is fi_strerror's text when the ofi
-/// backend is loaded, a generic text otherwise.
+/// Category for libfabric's FI_E* codes (positive values); message() is fi_strerror's text when libfabric is
+/// loaded in the process (the ofi backend loads it), strerror's or a generic text otherwise. Codes below 256
+/// are errno values and compare equal to the std::errc conditions they stand for (FI_ETIMEDOUT ==
+/// std::errc::timed_out); libfabric's own codes (FI_ETRUNC, ...) compare equal only to themselves.
 const std::error_category& fabric_category() noexcept;
 
 inline std::error_code make_error_code(Errc e) noexcept { return {static_cast<int>(e), error_category()}; }
