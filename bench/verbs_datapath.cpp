@@ -16,6 +16,7 @@
 //   weft-bench-verbs-datapath --callgrind     under valgrind --tool=callgrind: each scenario's measured
 //                                             loop is dumped on its own (CALLGRIND_DUMP_STATS_AT) for
 //                                             bench/verbs_datapath.sh, which prints instructions per request
+#include "../backends/verbs/fake_provider.hpp"
 #include "../backends/verbs/verbs.hpp"
 
 #include <weft/weft.hpp>
@@ -40,126 +41,8 @@ namespace {
 
 namespace wv = weft::verbs;
 
-// ---- The fake provider
-
-constexpr std::uint32_t ring_size = 4096;  // a power of two; more than any scenario keeps in flight
-
-struct FakeCq {
-    ibv_cq cq{};
-    std::array<ibv_wc, ring_size> ring{};
-    std::uint32_t head = 0;  // next to fill
-    std::uint32_t tail = 0;  // next to hand out
-    std::uint64_t arms = 0;
-
-    void push(const ibv_wc& wc) noexcept { ring[head++ % ring_size] = wc; }
-};
-
-struct FakeQp {
-    ibv_qp qp{};
-    std::array<std::uint64_t, ring_size> recv_ids{};  // posted receives, delivered in order by deliver()
-    std::uint32_t recv_head = 0;
-    std::uint32_t recv_tail = 0;
-};
-
-FakeCq* fake(ibv_cq* cq) noexcept { return reinterpret_cast<FakeCq*>(cq); }
-FakeQp* fake(ibv_qp* qp) noexcept { return reinterpret_cast<FakeQp*>(qp); }
-
-ibv_wc_opcode wc_opcode(ibv_wr_opcode op) noexcept {
-    switch (op) {
-        case IBV_WR_RDMA_WRITE:
-        case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-        case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-        case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
-        case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
-        default: return IBV_WC_SEND;
-    }
-}
-
-int fake_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** /*bad*/) {
-    FakeCq* cq = fake(qp->send_cq);
-    for (; wr != nullptr; wr = wr->next) {
-        std::uint32_t len = 0;
-        for (int i = 0; i < wr->num_sge; ++i) len += wr->sg_list[i].length;
-        if ((wr->send_flags & IBV_SEND_SIGNALED) == 0) continue;
-        ibv_wc wc{};
-        wc.wr_id = wr->wr_id;
-        wc.status = IBV_WC_SUCCESS;
-        wc.opcode = wc_opcode(wr->opcode);
-        wc.byte_len = len;
-        wc.qp_num = qp->qp_num;
-        cq->push(wc);
-    }
-    return 0;
-}
-
-int fake_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** /*bad*/) {
-    FakeQp* f = fake(qp);
-    for (; wr != nullptr; wr = wr->next) f->recv_ids[f->recv_head++ % ring_size] = wr->wr_id;
-    return 0;
-}
-
-int fake_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
-    FakeCq* f = fake(cq);
-    int got = 0;
-    while (got < n && f->tail != f->head) wc[got++] = f->ring[f->tail++ % ring_size];
-    return got;
-}
-
-int fake_req_notify_cq(ibv_cq* cq, int /*solicited_only*/) {
-    ++fake(cq)->arms;
-    return 0;
-}
-
-// `n` sends arrive at `qp`: its oldest posted receives complete.
-void deliver(FakeQp& qp, std::uint32_t n, std::uint32_t bytes) noexcept {
-    FakeCq* cq = fake(qp.qp.recv_cq);
-    for (std::uint32_t i = 0; i < n && qp.recv_tail != qp.recv_head; ++i) {
-        ibv_wc wc{};
-        wc.wr_id = qp.recv_ids[qp.recv_tail++ % ring_size];
-        wc.status = IBV_WC_SUCCESS;
-        wc.opcode = IBV_WC_RECV;
-        wc.byte_len = bytes;
-        wc.qp_num = qp.qp.qp_num;
-        cq->push(wc);
-    }
-}
-
-struct FakeProvider {
-    ibv_context context{};
-    FakeCq cq;
-    FakeQp qp;
-    ibv_comp_channel channel{};
-    int pipe_fds[2] = {-1, -1};
-
-    FakeProvider() {
-        context.ops.post_send = &fake_post_send;
-        context.ops.post_recv = &fake_post_recv;
-        context.ops.poll_cq = &fake_poll_cq;
-        context.ops.req_notify_cq = &fake_req_notify_cq;
-        // The completion channel is an empty non-blocking pipe: reading an event from it is a real read(2)
-        // that finds nothing, as on a device with no event pending.
-        if (::pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) std::abort();
-        channel.context = &context;
-        channel.fd = pipe_fds[0];
-        cq.cq.context = &context;
-        cq.cq.channel = &channel;
-        cq.cq.cqe = static_cast<int>(ring_size);
-        qp.qp.context = &context;
-        qp.qp.send_cq = &cq.cq;
-        qp.qp.recv_cq = &cq.cq;
-        qp.qp.qp_num = 0x11;
-        qp.qp.qp_type = IBV_QPT_RC;
-        qp.qp.state = IBV_QPS_RTS;
-    }
-    ~FakeProvider() {
-        ::close(pipe_fds[0]);
-        ::close(pipe_fds[1]);
-    }
-    FakeProvider(const FakeProvider&) = delete;
-    FakeProvider& operator=(const FakeProvider&) = delete;
-};
-
-// ---- weft's verbs backend over the fake provider
+using wv::fake::FakeProvider;
+using wv::fake::deliver;
 
 constexpr std::uint32_t queue_depth = 256;
 
@@ -183,34 +66,10 @@ struct RawArrays {
 RawArrays raw_arrays;
 
 WeftSide make_weft(FakeProvider& p) {
-    auto dev = std::make_shared<wv::Device>();
-    dev->name = "fake";
-    dev->max_sge_rd = 4;
-    weft::Capabilities& c = dev->caps;
-    c.kind = weft::BackendKind::verbs;
-    c.backend = "verbs";
-    c.device = "fake";
-    c.max_qp_wr = queue_depth;
-    c.max_sge = 4;
-    c.max_inline = 64;
-    c.max_cqe = ring_size;
-    c.max_msg_size = 1u << 31;  // rxe's
-    c.max_mr_size = ~0ull;
-    using F = weft::Feature;
-    c.features = static_cast<std::uint32_t>(F::send_with_imm | F::write_with_imm | F::read | F::atomics | F::fence |
-                                            F::inline_data | F::solicited | F::wait | F::cq_fd | F::rnr |
-                                            F::error_flush | F::remote_access_check | F::zero_length);
-    wv::index_opcodes(*dev);
-    auto cq = std::make_shared<wv::VerbsCq>(wv::Adopt{}, dev, &p.cq.cq, &p.channel);
-    ibv_qp_cap granted{};
-    granted.max_send_wr = queue_depth;
-    granted.max_recv_wr = queue_depth;
-    granted.max_send_sge = 4;
-    granted.max_recv_sge = 4;
-    granted.max_inline_data = 64;
+    auto side = wv::fake::make_side(p, queue_depth);
     WeftSide s;
-    s.qp = weft::QueuePair(std::make_unique<wv::VerbsQp>(wv::Adopt{}, dev, cq, cq, &p.qp.qp, granted));
-    s.cq = weft::CompletionQueue(cq);
+    s.cq = std::move(side.cq);
+    s.qp = std::move(side.qp);
     return s;
 }
 

@@ -3,11 +3,14 @@
 # instructions per request counted by callgrind (repeatable, independent of machine load) beside the raw
 # program's, with the budget weft may add, then ns per request and the fd() mode's system calls from a
 # native run (bench/verbs_datapath.cpp says what runs).
-#   bench/verbs_datapath.sh BUILD_DIR
-# Exits 1 when a scenario adds more instructions per request than its budget.
+#   bench/verbs_datapath.sh BUILD_DIR [--strict]
+# A scenario that adds more instructions per request than its budget is marked OVER BUDGET; the script then
+# still exits 0 (the figures are for reading), unless --strict asks it to exit 1.
 set -euo pipefail
 bin=$1/bin/weft-bench-verbs-datapath
-[ -x "$bin" ] || { echo "no $bin (built when rdma-core's headers are found)"; exit 0; }
+strict=0
+[ "${2:-}" = "--strict" ] && strict=1
+[ -x "$bin" ] || { echo "no $bin (built when the headers of rdma-core and valgrind are found)"; exit 0; }
 
 status=0
 if command -v valgrind >/dev/null; then
@@ -35,4 +38,5 @@ else
   echo "valgrind is not installed: no instruction counts (apt-get install valgrind)"
 fi
 "$bin" --iters 200000
-exit $status
+[ $status -ne 0 ] && [ $strict -eq 1 ] && exit 1
+exit 0

@@ -80,7 +80,7 @@ struct Profile {
     bool mr_local = false;          // FI_MR_LOCAL: every local buffer needs its fi_mr_desc
     bool virt_addr = false;         // FI_MR_VIRT_ADDR: targets are virtual addresses, not offsets
     bool prov_key = false;          // FI_MR_PROV_KEY: the provider picks MR keys
-    bool our_keys = false;          // we pick keys: they carry the region base and the atomic right
+    bool our_keys = false;          // we pick keys (KeyMixer); they carry the atomic right
     bool native_imm = false;        // FI_RX_CQ_DATA: remote CQ data consumes a posted receive
     bool emulated_imm = false;      // write_with_imm = write + zero-length marker send (see ofi_datapath)
     bool atomics = false;
@@ -98,6 +98,12 @@ struct Profile {
     bool mr_cache = false;
     bool wait_fd = false;           // CQs open with FI_WAIT_FD
     bool delivery_complete = false; // sends and writes complete once placed at the target
+    // The provider checks a remote access's key, bounds and rights at the target before touching memory
+    // (tcp, sockets, verbs and rxm over them). shm does not: its writes and reads are copied by the
+    // requester straight into the target process (CMA).
+    bool rma_checked = false;
+    // Writes, reads and atomics may be posted: the provider checks them, or unchecked_rma=on.
+    bool rma = false;
     std::size_t inject_size = 0;
     std::size_t cq_data_size = 0;
     std::uint32_t iov_limit = 1;
@@ -109,10 +115,29 @@ struct Profile {
 inline constexpr std::uint64_t imm_marker_bit = 1ull << 63;
 inline constexpr std::uint64_t emulated_imm_max_length = (1ull << 31) - 1;
 
-// Keys we choose (no FI_MR_PROV_KEY): base address << 16 | atomic right << 15 | sequence (15 bits).
+// Keys we choose (no FI_MR_PROV_KEY), where targets are virtual addresses (tcp, sockets, shm):
+// atomic right << 63 | KeyMixer::key(the domain's registration count).
+inline constexpr std::uint64_t key_atomic_bit = 1ull << 63;
+// Where targets are offsets into the region (rxm over tcp), the requester finds the region base in the key:
+// base << 16 | atomic right << 15 | KeyMixer::tag(registration count).
 inline constexpr unsigned key_base_shift = 16;
-inline constexpr std::uint64_t key_atomic_bit = 1ull << 15;
-inline constexpr std::uint64_t key_seq_mask = key_atomic_bit - 1;
+inline constexpr std::uint64_t offset_key_atomic_bit = 1ull << 15;
+inline constexpr std::uint64_t offset_key_tag_mask = offset_key_atomic_bit - 1;
+
+// Turns a domain's registration count into key bits through permutations keyed by random numbers drawn
+// when the domain opens. key(): 62 bits, so no key repeats within 2^62 registrations. tag(): 15 bits, so
+// a key of one address repeats only after 2^15 registrations. A peer that saw some keys cannot tell the
+// next one, nor the keys of another domain.
+class KeyMixer {
+public:
+    KeyMixer();
+    std::uint64_t key(std::uint64_t seq) const noexcept;
+    std::uint64_t tag(std::uint64_t seq) const noexcept;
+
+private:
+    std::uint64_t permute(std::uint64_t x, unsigned half_bits) const noexcept;
+    std::array<std::uint64_t, 4> round_keys_{};
+};
 
 // ---- Liveness (ofi_liveness.cpp)
 //
@@ -132,8 +157,9 @@ struct LivenessTarget {
 int liveness_listen(const sockaddr_storage& ip, socklen_t len, std::uint16_t& port);
 // A non-blocking connect to `to` with keepalive sized from `per_try` (the QP's timeout) and `tries`;
 // the caller watches the socket for HUP/ERR. Returns -1 when no socket could be made (the peer then goes
-// unwatched). The connect may still be in progress.
-int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try, unsigned tries) noexcept;
+// unwatched). The connect may still be in progress; `refused` says it was refused at once (the peer QP's
+// listener is closed already: it is in error or gone).
+int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try, unsigned tries, bool& refused) noexcept;
 // The IP address to listen on for a QP whose endpoint (or passive endpoint) name is `name` in `addr_format`:
 // the name's own IP for socket addresses, loopback for shm's names. False when neither applies.
 bool liveness_address(std::uint32_t addr_format, std::span<const std::byte> name, sockaddr_storage& out,
@@ -225,6 +251,7 @@ private:
     MrTable mrs_;
     std::mutex key_mu_;
     std::uint64_t key_seq_ = 0;
+    KeyMixer keys_;
 };
 
 class OfiMr final : public detail::MrImpl {

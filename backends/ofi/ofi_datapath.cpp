@@ -217,7 +217,7 @@ bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
             break;
         case Opcode::fetch_add:
         case Opcode::compare_swap:
-            if (profile_.our_keys && (r.rkey & key_atomic_bit) == 0) {
+            if (profile_.our_keys && (r.rkey & (profile_.virt_addr ? key_atomic_bit : offset_key_atomic_bit)) == 0) {
                 finish_at_post(s, WcStatus::remote_access);
                 enter_error(send_, s.seq);
                 return false;
@@ -272,11 +272,20 @@ long OfiQp::issue(Slot& s, unsigned op) noexcept {
         case OpKind::send: {
             // shm (1.17) never completes a zero-length send that asks for FI_DELIVERY_COMPLETE.
             fi_msg m{s.iov, descs(s), s.iov_count, peer_, ctx, s.data};
-            return fi_sendmsg(ep, &m, s.iov_count == 0 ? data_flags & ~FI_DELIVERY_COMPLETE : data_flags);
+            const bool strip_dc = s.iov_count == 0 && profile_.provider == "shm";
+            return fi_sendmsg(ep, &m, strip_dc ? data_flags & ~FI_DELIVERY_COMPLETE : data_flags);
         }
         case OpKind::imm_marker: {
+            // Under delivery-complete the marker completes once a receive at the target took it, so the
+            // write_with_imm waits for a receive as RC does (RNR, rnr_retry = 7); injected, it would complete
+            // as soon as the provider buffered it. shm (transmit-complete, see above) cannot wait.
             fi_msg m{nullptr, nullptr, 0, peer_, ctx, s.data};
-            std::uint64_t flags = FI_COMPLETION | FI_REMOTE_CQ_DATA | (profile_.inject_size > 0 ? FI_INJECT : 0);
+            std::uint64_t flags = FI_COMPLETION | FI_REMOTE_CQ_DATA;
+            if (profile_.delivery_complete && profile_.provider != "shm") {
+                flags |= FI_DELIVERY_COMPLETE;
+            } else if (profile_.inject_size > 0) {
+                flags |= FI_INJECT;
+            }
             if (op == 0) flags |= s.fi_flags & FI_FENCE;
             return fi_sendmsg(ep, &m, flags);
         }
@@ -428,6 +437,15 @@ PostStatus OfiQp::post_slow(Ring& r, bool synthetic) noexcept {
 
 PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
     if (auto st = detail::validate_send_batch(batch, caps, dcaps_); !st) return st;
+    if (!profile_.rma) {
+        for (std::uint32_t i = 0; i < batch.size(); ++i) {
+            if (needs_remote(batch[i].opcode)) {
+                return PostStatus::invalid(i, "remote writes, reads and atomics are refused on this provider: it does "
+                                              "not check the target's key, bounds or rights (open with "
+                                              "unchecked_rma=on to allow them; see docs/backends/ofi.md)");
+            }
+        }
+    }
     if (profile_.emulated_imm) {
         for (std::uint32_t i = 0; i < batch.size(); ++i) {
             if (batch[i].opcode == Opcode::write_with_imm && batch[i].length() > emulated_imm_max_length) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <set>
 
 namespace weft::ofi {
@@ -142,6 +143,44 @@ void MrTable::erase(std::uint32_t lkey) noexcept {
     }
 }
 
+// ---- MR keys
+
+KeyMixer::KeyMixer() {
+    std::random_device rd;
+    for (auto& k : round_keys_) k = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+std::uint64_t KeyMixer::key(std::uint64_t seq) const noexcept { return permute(seq, 31); }
+
+std::uint64_t KeyMixer::tag(std::uint64_t seq) const noexcept {
+    // A permutation of 2^16 walked until it lands below 2^15 is a permutation of 2^15.
+    std::uint64_t x = seq & offset_key_tag_mask;
+    do {
+        x = permute(x, 8);
+    } while (x > offset_key_tag_mask);
+    return x;
+}
+
+std::uint64_t KeyMixer::permute(std::uint64_t in, unsigned half_bits) const noexcept {
+    // A balanced Feistel network on 2 x half_bits bits: a bijection whatever the round function, so
+    // distinct inputs give distinct outputs. The round function is a keyed 64-bit mixer.
+    const std::uint64_t half = (1ull << half_bits) - 1;
+    std::uint64_t l = (in >> half_bits) & half;
+    std::uint64_t r = in & half;
+    for (std::uint64_t k : round_keys_) {
+        std::uint64_t x = r ^ k;
+        x ^= x >> 30;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 27;
+        x *= 0x94d049bb133111ebull;
+        x ^= x >> 31;
+        std::uint64_t next = l ^ (x & half);
+        l = r;
+        r = next;
+    }
+    return (l << half_bits) | r;
+}
+
 // ---- Domain
 
 OfiDomain::OfiDomain(const Config& cfg) {
@@ -214,6 +253,8 @@ void OfiDomain::choose_info(const Config& cfg) {
         types = {FI_EP_MSG, FI_EP_RDM};
     }
 
+    static constexpr std::string_view onoff_choices[] = {"off", "on"};
+    const bool unchecked_rma = cfg.get_choice("unchecked_rma", "off", onoff_choices) == "on";
     static constexpr std::string_view dc_choices[] = {"auto", "on", "off"};
     std::string_view dc_mode = cfg.get_choice("delivery_complete", "auto", dc_choices);
     // shm 1.17 under FI_DELIVERY_COMPLETE never completes a truncated receive nor a write it refuses.
@@ -280,6 +321,15 @@ void OfiDomain::choose_info(const Config& cfg) {
     p.virt_addr = (mr_mode & FI_MR_VIRT_ADDR) != 0;
     p.prov_key = (mr_mode & FI_MR_PROV_KEY) != 0;
     p.our_keys = !p.prov_key && i.domain_attr->mr_key_size >= 8;
+    if (!p.virt_addr && p.our_keys && (p.provider == "tcp" || p.provider == "sockets")) {
+        // tcp and sockets need neither mode bit and return none, which makes a target address an offset
+        // into the region. Asking for FI_MR_VIRT_ADDR at fi_domain is accepted (a mode the application
+        // offers beyond what the provider needs) and makes it a virtual address, which weft's RemoteRegion
+        // carries: the key then carries nothing but itself (KeyMixer). Not rxm over tcp: it opens its tcp
+        // domain from a fresh fi_getinfo, which returns tcp's own mode (offsets) whatever rxm was given.
+        i.domain_attr->mr_mode |= FI_MR_VIRT_ADDR;
+        p.virt_addr = true;
+    }
     if (!p.virt_addr && !p.our_keys) {
         // weft's RemoteRegion carries the region's virtual address; an offset-addressed provider that
         // also picks the keys leaves no way to find the region's base at the requester.
@@ -306,6 +356,14 @@ void OfiDomain::choose_info(const Config& cfg) {
     p.iov_limit = static_cast<std::uint32_t>(std::max<std::size_t>(
         1, std::min({i.tx_attr->iov_limit, i.rx_attr->iov_limit, std::size_t{64}})));
     p.msg_order = i.tx_attr->msg_order;
+    // Providers whose target checks every remote access against its registrations (ofi_mr_map_verify in
+    // tcp and sockets, the HCA for verbs; rxm passes RMA through to them) and fails it without touching
+    // memory. shm 1.17 copies writes and reads from the requester (process_vm_writev/readv) without
+    // looking the key up; its checked path (FI_DELIVERY_COMPLETE) drops a refused request without
+    // completing it. Any other provider is not known to check.
+    static constexpr std::string_view checked[] = {"tcp", "tcp;ofi_rxm", "sockets", "verbs", "verbs;ofi_rxm"};
+    p.rma_checked = std::find(std::begin(checked), std::end(checked), p.provider) != std::end(checked);
+    p.rma = p.rma_checked || unchecked_rma;
 }
 
 void OfiDomain::fill_capabilities() {
@@ -329,9 +387,11 @@ void OfiDomain::fill_capabilities() {
     // Under libfabric's MR cache (FI_MR_CACHE_MAX_COUNT not 0) verbs regions carry every remote right.
     if (p.provider == "sockets" || (p.provider == "verbs" && !p.mr_cache)) add(Feature::remote_access_check);
     if (p.cq_data_size >= 4) add(Feature::send_with_imm);
-    if (p.native_imm || p.emulated_imm) add(Feature::write_with_imm);
-    if ((i.caps & FI_RMA) != 0 && (i.tx_attr->caps & (FI_READ | FI_RMA)) != 0) add(Feature::read);
-    if (p.atomics) add(Feature::atomics);
+    // Without checked RMA (shm unless unchecked_rma=on) no remote operation is claimed; writes, which the
+    // core always allows, are refused at post (OfiQp::post_send).
+    if (p.rma && (p.native_imm || p.emulated_imm)) add(Feature::write_with_imm);
+    if (p.rma && (i.caps & FI_RMA) != 0 && (i.tx_attr->caps & (FI_READ | FI_RMA)) != 0) add(Feature::read);
+    if (p.rma && p.atomics) add(Feature::atomics);
     add(Feature::fence);  // FI_FENCE where the provider has it, emulated otherwise (ofi_datapath.cpp)
     if (p.inject_size > 0) add(Feature::inline_data);
     // The provider's wait fd where its peers wake it (verbs, tcp, rxm, sockets); an eventfd set by the
@@ -345,7 +405,7 @@ void OfiDomain::fill_capabilities() {
     caps.max_inline = static_cast<std::uint32_t>(std::min<std::size_t>(p.inject_size, 1u << 16));
     caps.max_cqe = 1u << 20;
     caps.max_msg_size = std::min<std::uint64_t>(i.ep_attr->max_msg_size, std::numeric_limits<std::uint32_t>::max());
-    // Keys we choose carry the region base in 48 bits.
+    // Keys of offset-addressed providers carry the region base in 48 bits.
     caps.max_mr_size = p.our_keys && !p.virt_addr ? (1ull << 47) : std::numeric_limits<std::uint64_t>::max();
 }
 
@@ -360,6 +420,22 @@ std::unique_ptr<detail::MrImpl> OfiDomain::register_memory(void* addr, std::size
     // the atomic right so the requester can refuse atomics on regions without it.
     bool atomic_right = has(access, Access::remote_atomic);
     if (atomic_right) fi_access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+    // ofi_rxm registers its core provider's region with a remote right for every local one, for its
+    // rendezvous protocol: FI_SEND adds FI_REMOTE_READ (FI_WRITE with FI_OFI_RXM_USE_WRITE_RNDV), FI_RECV adds
+    // FI_REMOTE_WRITE under write rendezvous. A region without those rights is registered without the local
+    // flag that would grant them, and its descriptor is not handed to rxm: a large send or receive through
+    // it then takes rxm's own registration of the buffer (it needs none from the application here).
+    bool withhold_desc = false;
+    if (p.provider.find(";ofi_rxm") != std::string::npos && !p.mr_local) {
+        if ((fi_access & FI_REMOTE_READ) == 0 && (fi_access & FI_SEND) != 0) {
+            fi_access &= ~FI_SEND;
+            withhold_desc = true;
+        }
+        if ((fi_access & FI_REMOTE_WRITE) == 0 && (fi_access & FI_RECV) != 0) {
+            fi_access &= ~FI_RECV;
+            withhold_desc = true;
+        }
+    }
 
     auto base = reinterpret_cast<std::uint64_t>(addr);
     if (p.our_keys && !p.virt_addr && base >= (1ull << (64 - key_base_shift))) {
@@ -371,14 +447,19 @@ std::unique_ptr<detail::MrImpl> OfiDomain::register_memory(void* addr, std::size
     for (int attempt = 0;; ++attempt) {
         if (!p.prov_key) {
             std::lock_guard lock(key_mu_);
-            std::uint64_t seq = ++key_seq_;
-            key = p.our_keys ? (base << key_base_shift) | (atomic_right ? key_atomic_bit : 0) | (seq & key_seq_mask)
-                             : seq;
+            std::uint64_t seq = key_seq_++;
+            if (!p.our_keys) {
+                key = seq;
+            } else if (p.virt_addr) {
+                key = keys_.key(seq) | (atomic_right ? key_atomic_bit : 0);
+            } else {
+                key = (base << key_base_shift) | (atomic_right ? offset_key_atomic_bit : 0) | keys_.tag(seq);
+            }
         }
         int ret = fi_mr_reg(domain_.get(), addr, length, fi_access, 0, key, 0, &mr, nullptr);
         if (ret == 0) break;
-        // A requested key can collide with a live one (same base, same 15-bit sequence): take the next.
-        if (ret == -FI_ENOKEY && !p.prov_key && attempt < 64) continue;
+        // Only offset keys can meet a live one (same base, same 15-bit tag): take the next.
+        if (ret == -FI_ENOKEY && p.our_keys && !p.virt_addr && attempt < 64) continue;
         fail(ret, "fi_mr_reg", "register_memory",
              std::to_string(length) + " bytes at " + std::to_string(base) + " with " + to_string(access));
     }
@@ -390,7 +471,7 @@ std::unique_ptr<detail::MrImpl> OfiDomain::register_memory(void* addr, std::size
     out->rkey = p.prov_key ? fi_mr_key(mr) : key;
     out->access = access;
     out->kind = BackendKind::ofi;
-    out->lkey = mrs_.insert(base, length, out->desc, local_write);
+    out->lkey = mrs_.insert(base, length, withhold_desc ? nullptr : out->desc, local_write);
     return out;
 }
 

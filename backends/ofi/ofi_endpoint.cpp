@@ -629,7 +629,12 @@ void OfiQp::watch_peer(const PeerAddress& p) noexcept {
     } else {
         reinterpret_cast<sockaddr_in*>(&to.addr)->sin_port = port;
     }
-    int fd = liveness_connect(to, live_per_try_, live_tries_);
+    bool refused = false;
+    int fd = liveness_connect(to, live_per_try_, live_tries_, refused);
+    // The peer QP is in error or gone before we could watch it (a peer on this host answers at once): the
+    // next send fails at post instead of reaching a provider that may complete it success (shm completes
+    // a send once buffered). The watch still reports the loss for requests already out.
+    if (refused) peer_gone();
     if (fd < 0) return;
     try {
         live_watch_ = service::watch(fd, this);

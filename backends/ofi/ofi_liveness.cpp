@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -167,7 +168,8 @@ int liveness_listen(const sockaddr_storage& ip, socklen_t len, std::uint16_t& po
     return fd;
 }
 
-int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try, unsigned tries) noexcept {
+int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try, unsigned tries, bool& refused) noexcept {
+    refused = false;
     int fd = ::socket(to.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     // Keepalive probes measure the peer host's silence: the first after one transport deadline of idleness
@@ -190,6 +192,16 @@ int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try,
             ::close(fd);
             return -1;
         }
+        refused = true;
+        return fd;
+    }
+    // In progress: to a peer on this host the answer is usually there already (loopback handles the SYN
+    // and its reset inside connect()); a peer whose listener is closed is known lost at once.
+    pollfd pfd{fd, POLLOUT, 0};
+    if (::poll(&pfd, 1, 0) == 1) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == ECONNREFUSED) refused = true;
     }
     return fd;
 }

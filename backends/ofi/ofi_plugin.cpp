@@ -18,7 +18,7 @@ namespace weft::ofi {
 
 namespace {
 
-constexpr std::array<KeySpec, 6> ofi_keys{{
+constexpr std::array<KeySpec, 7> ofi_keys{{
     {"provider",
      "libfabric provider (fi_info -l): tcp, shm, sockets, verbs, tcp;ofi_rxm, verbs;ofi_rxm ...; default tcp"},
     {"ep_type", "msg or rdm; default msg where the provider offers FI_EP_MSG (tcp, verbs, sockets), rdm otherwise"},
@@ -29,6 +29,9 @@ constexpr std::array<KeySpec, 6> ofi_keys{{
     {"delivery_complete",
      "sends and writes complete once placed at the target (FI_DELIVERY_COMPLETE): auto (default: on, off "
      "for shm, which loses truncated receives with it), on, off"},
+    {"unchecked_rma",
+     "off (default): writes, reads and atomics only where the provider checks the target's key, bounds and "
+     "rights (tcp, sockets, verbs, rxm over them), refused at post elsewhere (shm); on: allow them anyway"},
 }};
 
 std::string probe_ofi() {

@@ -75,6 +75,19 @@ struct OpInfo {
 static_assert(sizeof(OpInfo) == 4);
 using OpTable = std::array<OpInfo, 256>;
 
+// A QP's view of OpInfo for its fast posting path: one load tells the opcode to hand the provider, the slot's
+// completion word and whether the request must go the general way.
+struct FastOp {
+    std::uint8_t wr_opcode = 0;
+    std::uint8_t has_imm = 0;  // 1: a *_with_imm opcode, whose imm_data the provider reads
+    // SendFlags bits (7..0) that send a request of this opcode to the general path, and bit 8, set when every
+    // request of it goes there (not a plain opcode here): a request is fast when (flags | 0x100) & reject == 0.
+    std::uint16_t reject = 0xffff;
+    std::uint32_t tail = 0;  // WorkQueue::Slot::tail
+};
+static_assert(sizeof(FastOp) == 8);
+using FastOpTable = std::array<FastOp, 256>;
+
 // The opened device and the port, GID and limits chosen at open. Every object made from a domain holds
 // a shared_ptr to it, so the context and PD outlive the last MR, CQ and QP.
 struct Device {
@@ -108,21 +121,24 @@ void index_opcodes(Device& dev) noexcept;
 
 // weft's view of one work queue of a QP (its send queue or its receive queue): a ring of slots, one per
 // posted work request, holding the user's id and the opcode its completion reports. The ring has a power of
-// two slots, at least as many as the queue the provider granted; the request posted as the p-th of the queue
-// (counting from 0, modulo 2^32) sits in slot p & ring_mask and goes to the provider with
-// wr_id = tag | slot. `tag` names the entry of the CQ's QueueTable that leads back here, so a completion finds
-// its slot with two array reads.
+// two slots, at least as many as the queue the provider granted. The request posted as the p-th of the queue
+// (counting from 0, modulo 2^32) sits in slot p & ring_mask and goes to the provider with wr_id = tag | p.
+// `tag` names the entry of the CQ's QueueTable that leads back here, so a completion finds its slot with two
+// array reads, and p tells whether the request is still outstanding.
 //
-// A send completion for slot k also retires every older slot: unsignaled requests before it are done
-// (verbs reports send-queue completions in order). Occupancy is counted here, not left to the provider, so a
-// batch that does not fit is refused whole before anything is posted.
+// A send completion for position p also retires every older outstanding request: unsignaled requests before
+// it are done (verbs reports send-queue completions in order). Occupancy is counted here, not left to the
+// provider, so a batch that does not fit is refused whole before anything is posted.
 //
 // One thread posts, one thread polls the CQ; they may be different threads. Each writes its own counter and
 // reads the other's (a single-producer, single-consumer ring: no read-modify-write on the data path).
 struct WorkQueue {
     struct Slot {
         std::uint64_t id = 0;
-        Opcode opcode = Opcode::send;  // as the completion reports it: send or write for the *_with_imm ones
+        // The last word of the Completion a success reports: status 0, the opcode as the completion reports
+        // it (send or write for the *_with_imm ones) in bits 15..8.
+        std::uint32_t tail = 0;
+        Opcode opcode() const noexcept { return static_cast<Opcode>(tail >> 8); }
     };
 
     // Written by the poster: requests posted so far. Published before the provider sees them.
@@ -132,24 +148,17 @@ struct WorkQueue {
 
     alignas(64) std::unique_ptr<Slot[]> slots;
     std::uint32_t ring_mask = 0;
-    std::uint32_t capacity = 0;  // requests the provider holds at once (<= ring_mask + 1)
+    // Requests the provider holds at once (<= ring_mask + 1); 0 while the queue takes no requests (the send
+    // queue before the QP reaches rts), so that one comparison refuses a batch for either reason.
+    std::atomic<std::uint32_t> capacity{0};
     std::uint64_t tag = 0;
-    // IBV_WC_WITH_IMM on the receive queue, 0 on the send queue: immediate data belongs to receive
-    // completions (rxe also flags the requester's completion of a *_with_imm request, without a value).
-    std::uint32_t imm_flag = 0;
     bool is_recv = false;
     std::atomic<QpState>* state = nullptr;  // the owning QP's tracked state; the poller sets `error`
     ibv_qp* qp = nullptr;
 
-    // Poster side.
-    std::uint32_t free_slots() const noexcept {
-        return capacity - (posted.load(std::memory_order_relaxed) - retired.load(std::memory_order_acquire));
-    }
-    // Poller side: how many slots a completion for slot `k` retires (k and every older outstanding one), or 0
-    // when `k` is not outstanding.
-    std::uint32_t retiring(std::uint32_t k, std::uint32_t retired_now) const noexcept {
-        const std::uint32_t count = ((k - retired_now) & ring_mask) + 1;
-        return count <= posted.load(std::memory_order_acquire) - retired_now ? count : 0;
+    // Poster side, `head` being posted.load(): how many more requests fit.
+    std::uint32_t free_slots(std::uint32_t head) const noexcept {
+        return capacity.load(std::memory_order_relaxed) - (head - retired.load(std::memory_order_acquire));
     }
 };
 
@@ -233,14 +242,23 @@ private:
     // Translates the first `got` entries of wc_ into `out` (which has room for them) and retires the
     // work-queue slots they cover; returns how many completions it wrote (those of destroyed QPs are dropped).
     std::size_t translate(Completion* out, std::size_t got) noexcept;
-    // poll() once the provider returned `got` of the `want` work completions asked for. Kept out of poll(),
-    // which an empty CQ then leaves at once.
-    [[gnu::noinline]] std::size_t took(std::span<Completion> out, std::size_t got, std::size_t want) noexcept;
+    // poll() once the provider returned `got` work completions (of min(poll_batch, out_.size()) asked for).
+    // Kept out of poll(), which an empty CQ then leaves at once.
+    [[gnu::noinline]] std::size_t took(std::size_t got) noexcept;
+    // took(1), quicker for the common single completion.
+    [[gnu::noinline]] std::size_t took_one() noexcept;
+    // took() when the provider returned more than out_ has room for: the rest wait in held_.
+    [[gnu::noinline]] std::size_t took_too_many(std::size_t got) noexcept;
     // poll() when wait() left completions behind: those first, then the CQ.
     std::size_t poll_held(std::span<Completion> out) noexcept;
     // poll() in fd mode when the CQ was found empty and may not be armed: drains the channel, arms, and
     // looks once more for a completion that came before the arm.
-    std::size_t rearm_and_drain(std::span<Completion> out) noexcept;
+    [[gnu::noinline]] std::size_t rearm_and_drain() noexcept;
+    // poll() when poll_cq_ found nothing (0), or did not look (-1: held completions first, or a provider error).
+    [[gnu::noinline]] std::size_t not_found(int got) noexcept;
+    // Stands in for the provider's poll while wait() holds completions: poll() then finds none and goes to
+    // not_found, which hands out the held ones, in one predictable branch.
+    static int report_held(ibv_cq* cq, int n, ibv_wc* wc);
     // Reads and acknowledges every pending channel event without blocking.
     void consume_events() noexcept;
     int arm() noexcept;
@@ -251,20 +269,27 @@ private:
     // What the data path uses: the handles above, or adopted ones (Adopt) that the owners above leave alone.
     ibv_comp_channel* channel_handle_ = nullptr;
     ibv_cq* cq_handle_ = nullptr;
+    // What ibv_poll_cq calls (the provider's entry in the context's ops, fixed when the context was opened),
+    // called directly; poll() calls poll_cq_, which is that entry, or report_held while held_ has completions.
+    int (*provider_poll_cq_)(ibv_cq*, int, ibv_wc*) = nullptr;
+    int (*poll_cq_)(ibv_cq*, int, ibv_wc*) = nullptr;
+    std::span<Completion> out_;  // the poll under way's output, for took()
     QueueTable queues_;
     std::array<ibv_wc, poll_batch> wc_;  // what the provider writes into; only the poller touches it
     // The work queue the last completion belonged to, kept from one poll to the next while the table's
     // epoch stays the same (no queue was detached): its wr_id bits 63..32, or 0.
     std::uint64_t last_epoch_ = 0;
-    std::uint64_t last_key_ = 0;
+    std::uint32_t last_key_ = 0;
     WorkQueue* last_wq_ = nullptr;
-    std::array<Completion, 8> held_{};
+    // Completions taken from the CQ and not yet handed out (by wait(), or by a poll into fewer than
+    // poll_batch): the next poll returns them first.
+    std::array<Completion, poll_batch> held_{};
     std::uint32_t held_begin_ = 0;
     std::uint32_t held_count_ = 0;
-    bool fd_mode_ = false;  // fd() was asked for: an empty poll re-arms the channel when it may be disarmed
-    // fd mode, and a completion was taken from the CQ since it was last armed (which may have used up the
-    // arming): the next empty poll arms again. Otherwise an empty poll needs no system call.
-    bool rearm_ = false;
+    int fd_mode_ = 0;  // 1 once fd() was asked for: an empty poll re-arms the channel when it may be disarmed
+    // 1 in fd mode when a completion was taken from the CQ since it was last armed (which may have used up
+    // the arming): the next empty poll arms again. Otherwise (0) an empty poll needs no system call.
+    int rearm_ = 0;
 };
 
 // Moves a QP that is in error to error again, once per QP: `state` records it. rxe reads its receive queue
@@ -307,6 +332,19 @@ private:
     void init_data_path(const ibv_qp_cap& granted);
     // post_send for a batch that the fast checks did not clear: checks every request exactly, then builds.
     [[gnu::noinline]] PostStatus post_send_general(std::span<const SendRequest> batch) noexcept;
+    // post_send of several requests (or none).
+    [[gnu::noinline]] PostStatus post_batch(std::span<const SendRequest> batch) noexcept;
+    // post_send of one request: the common one built with less set-up than a batch needs.
+    [[gnu::noinline]] PostStatus post_one(const SendRequest& r) noexcept;
+    // Why a batch of `n` requests does not fit: the QP takes none yet, the batch is empty, or the queue is full.
+    [[gnu::noinline]] PostStatus post_send_refused(std::size_t n) const noexcept;
+    // After the provider refused the chain posted from queue position `head`, stopping at `bad`.
+    [[gnu::noinline, gnu::cold]] PostStatus send_refused_by_provider(std::uint32_t head, const ibv_send_wr* bad) noexcept;
+    [[gnu::noinline, gnu::cold]] PostStatus recv_refused_by_provider(std::uint32_t head, const ibv_recv_wr* bad) noexcept;
+    // post_recv for a batch with a request that is not one segment in `sge`.
+    [[gnu::noinline]] PostStatus post_recv_general(std::span<const RecvRequest> batch) noexcept;
+    // Posting a receive to a QP that may be in error, on a device that does not flush it then (rxe).
+    [[gnu::noinline]] void help_recv_flush(QpState before) noexcept;
     // Hands the chain built for queue positions head..end (ending before `after`) to the provider.
     PostStatus submit_send(std::uint32_t head, std::uint32_t end, ibv_send_wr* after) noexcept;
 
@@ -321,11 +359,12 @@ private:
 
     WorkQueue sq_;
     WorkQueue rq_;
-    std::uint64_t max_single_length_ = 0;  // the longest one segment may be: min(max_msg_size, 2^32 - 1)
-    std::uint8_t checked_flags_ = 0;  // SendFlags that need a closer look (inline_data, unsupported ones)
-    bool recv_flush_help_ = false;    // the device does not flush receives posted to a QP in error (rxe)
+    std::uint32_t max_single_length_ = 0;  // the longest one segment may be: min(max_msg_size, 2^32 - 1)
+    bool recv_flush_help_ = false;         // the device does not flush receives posted to a QP in error (rxe)
+    FastOpTable send_ops_{};               // from the device's OpTable and what needs a closer look here
     // Work requests are built here, never on the heap per call: capacity + 1 chained entries, each with its
-    // own max_sge segments (next and sg_list are set once).
+    // own max_sge segments (next and sg_list are set once). Between posts every entry has num_sge 1, which
+    // the fast paths leave as it is.
     std::unique_ptr<ibv_send_wr[]> send_wrs_;
     std::unique_ptr<ibv_sge[]> send_sges_;
     std::unique_ptr<ibv_recv_wr[]> recv_wrs_;

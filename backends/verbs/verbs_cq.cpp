@@ -88,10 +88,15 @@ VerbsCq::VerbsCq(std::shared_ptr<Device> device, std::uint32_t depth) : device_(
     }
     channel_handle_ = channel_.get();
     cq_handle_ = cq_.get();
+    provider_poll_cq_ = cq_handle_->context->ops.poll_cq;
+    poll_cq_ = provider_poll_cq_;
 }
 
 VerbsCq::VerbsCq(Adopt, std::shared_ptr<Device> device, ibv_cq* cq, ibv_comp_channel* channel)
-    : device_(std::move(device)), channel_handle_(channel), cq_handle_(cq) {}
+    : device_(std::move(device)), channel_handle_(channel),
+      cq_handle_(cq),
+      provider_poll_cq_(cq->context->ops.poll_cq),
+      poll_cq_(provider_poll_cq_) {}
 
 std::uint32_t VerbsCq::depth() const noexcept { return static_cast<std::uint32_t>(cq_handle_->cqe); }
 
@@ -106,10 +111,10 @@ void VerbsCq::consume_events() noexcept {
 int VerbsCq::arm() noexcept { return ::ibv_req_notify_cq(cq_handle_, 0); }
 
 int VerbsCq::fd() {
-    fd_mode_ = true;
+    fd_mode_ = 1;
     consume_events();
     if (int rc = arm(); rc != 0) fail_errno(rc, "ibv_req_notify_cq failed", "CompletionQueue::fd");
-    rearm_ = false;
+    rearm_ = 0;
     return channel_handle_->fd;
 }
 
@@ -123,11 +128,14 @@ bool VerbsCq::wait(std::chrono::nanoseconds timeout) {
     for (;;) {
         consume_events();
         if (int rc = arm(); rc != 0) fail_errno(rc, "ibv_req_notify_cq failed", "CompletionQueue::wait");
-        rearm_ = false;
+        rearm_ = 0;
         // A completion that came before the arm raises no event: look once more, keeping what we find.
         held_begin_ = 0;
         held_count_ = static_cast<std::uint32_t>(drain(held_));
-        if (held_count_ != 0) return true;
+        if (held_count_ != 0) {
+            poll_cq_ = &report_held;  // poll() hands these out first
+            return true;
+        }
 
         int ms = -1;
         if (!forever) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 
@@ -85,6 +86,30 @@ static_assert(offsetof(LocalSegment, addr) == offsetof(ibv_sge, addr) &&
               offsetof(LocalSegment, lkey) == offsetof(ibv_sge, lkey) && sizeof(ibv_sge) == 16);
 inline void copy_segment(const LocalSegment& from, ibv_sge& to) noexcept { std::memcpy(&to, &from, sizeof to); }
 
+// The remote address and key of a request, as wr.rdma takes them: SendRequest's remote_addr and rkey are 16
+// adjacent bytes, laid out (little-endian, an rkey that fits in 32 bits) as wr.rdma's remote_addr, rkey and
+// the 4 bytes of padding after it. One 16-byte copy.
+static_assert(offsetof(SendRequest, rkey) == offsetof(SendRequest, remote_addr) + 8);
+static_assert(offsetof(decltype(ibv_send_wr::wr.rdma), rkey) == 8 && sizeof(ibv_send_wr::wr.rdma) == 16);
+inline void copy_remote(const SendRequest& r, ibv_send_wr& wr) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::memcpy(&wr.wr.rdma, &r.remote_addr, 16);
+    } else {
+        wr.wr.rdma.remote_addr = r.remote_addr;
+        wr.wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);
+    }
+}
+// The high 32 bits of a request's rkey (0 for a verbs key), read as one word.
+inline std::uint32_t rkey_high(const SendRequest& r) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::uint32_t high = 0;
+        std::memcpy(&high, reinterpret_cast<const unsigned char*>(&r.rkey) + 4, sizeof high);
+        return high;
+    } else {
+        return static_cast<std::uint32_t>(r.rkey >> 32);
+    }
+}
+
 }  // namespace
 
 void rerun_error_flush(ibv_qp* qp) noexcept {
@@ -112,46 +137,96 @@ WorkQueue* QueueTable::find(std::uint64_t wr_id) const noexcept {
 
 // ---- Posting
 
+namespace {
+
+// The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a message
+// may be, a 32-bit rkey, no flag that needs a look): checked and built into `wr` (whose num_sge is already 1)
+// and its slot. False, with nothing of the queue's state changed, for any other request.
+[[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
+                                                std::uint64_t wr_id, ibv_send_wr& wr, WorkQueue::Slot& slot) noexcept {
+    const FastOp op = ops[static_cast<std::uint8_t>(r.opcode)];
+    const unsigned flags = static_cast<std::uint8_t>(r.flags);
+    if (((flags | 0x100u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr || r.num_sge != 1 ||
+        r.sge.length > max_length) [[unlikely]] {
+        return false;
+    }
+    wr.wr_id = wr_id;
+    wr.opcode = static_cast<ibv_wr_opcode>(op.wr_opcode);
+    wr.send_flags = send_flag_table[flags & 0xf];
+    if (op.has_imm != 0) wr.imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
+    copy_remote(r, wr);
+    copy_segment(r.sge, *wr.sg_list);
+    slot.id = r.id;
+    slot.tail = op.tail;
+    return true;
+}
+
+}  // namespace
+
 PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
+    return batch.size() == 1 ? post_one(batch[0]) : post_batch(batch);
+}
+
+PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
+    const std::size_t n = batch.size();
+    // One comparison refuses an empty batch, one that does not fit, and any before the QP is connected (the
+    // send queue's capacity is 0 until then); post_send_refused tells them apart.
+    const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
+    if (n - 1 >= sq_.free_slots(head)) [[unlikely]] return post_send_refused(n);
+    // Common requests are checked and built here; a batch with any other goes to post_send_general, which
+    // checks every request exactly. Nothing is posted before the whole batch is checked, and what was built
+    // so far is simply built again. Every entry already has num_sge 1 and its next (the last one's is cut
+    // below and restored). wr_id counts up from tag | head; a batch whose positions would wrap round 2^32
+    // (once in 4 billion requests) goes the general way, which counts them in 32 bits.
+    if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_send_general(batch);
+    const std::uint64_t mask = sq_.ring_mask;
+    const std::uint32_t max_length = max_single_length_;
+    const FastOp* const ops = send_ops_.data();
+    WorkQueue::Slot* const slots = sq_.slots.get();
+    ibv_send_wr* const wrs = send_wrs_.get();
+    ibv_send_wr* wr = wrs;
+    std::uint64_t wr_id = sq_.tag | head;
+    for (const SendRequest& r : batch) {
+        if (!build_common(r, ops, max_length, wr_id, *wr, slots[wr_id & mask])) [[unlikely]] {
+            return post_send_general(batch);
+        }
+        ++wr_id;
+        ++wr;
+    }
+    // Counted before the provider sees them: the poller may retire them the moment they are posted.
+    sq_.posted.store(static_cast<std::uint32_t>(wr_id), std::memory_order_release);
+    ibv_send_wr& last = wr[-1];
+    last.next = nullptr;
+    ibv_send_wr* bad = nullptr;
+    const int rc = ::ibv_post_send(handle_, wrs, &bad);
+    last.next = wr;
+    if (rc != 0) [[unlikely]] return send_refused_by_provider(head, bad);
+    return PostStatus::ok();
+}
+
+PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
+    const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
+    if (sq_.free_slots(head) == 0) [[unlikely]] return post_send_refused(1);
+    ibv_send_wr& wr = send_wrs_[0];
+    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, wr, sq_.slots[head & sq_.ring_mask]))
+        [[unlikely]] {
+        return post_send_general(std::span(&r, 1));
+    }
+    sq_.posted.store(head + 1, std::memory_order_release);
+    wr.next = nullptr;
+    ibv_send_wr* bad = nullptr;
+    const int rc = ::ibv_post_send(handle_, &wr, &bad);
+    wr.next = &wr + 1;
+    // (head is found again there rather than kept across the call.)
+    if (rc != 0) [[unlikely]] return send_refused_by_provider(sq_.posted.load(std::memory_order_relaxed) - 1, bad);
+    return PostStatus::ok();
+}
+
+PostStatus VerbsQp::post_send_refused(std::size_t n) const noexcept {
     if (((send_states >> static_cast<unsigned>(state_.load(std::memory_order_relaxed))) & 1u) == 0) {
         return PostStatus::not_connected("post_send needs a connected QP: call connect() first");
     }
-    const std::size_t n = batch.size();
-    if (n - 1 >= sq_.free_slots()) {  // n == 0 wraps round
-        return n == 0 ? PostStatus::ok() : PostStatus::queue_full();
-    }
-    // The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a
-    // message may be, a 32-bit rkey, no flag that needs a look) is checked and built here; a batch with any
-    // other goes to post_send_general, which checks every request exactly. Nothing is posted before the
-    // whole batch is checked, and what was built so far is simply built again.
-    const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
-    const std::uint32_t mask = sq_.ring_mask;
-    const std::uint64_t tag = sq_.tag;
-    const OpInfo* const ops = device_->ops.data();
-    WorkQueue::Slot* const slots = sq_.slots.get();
-    ibv_send_wr* wr = send_wrs_.get();
-    std::uint32_t slot = head;
-    for (const SendRequest& r : batch) {
-        const OpInfo info = ops[static_cast<std::uint8_t>(r.opcode)];
-        const unsigned flags = static_cast<std::uint8_t>(r.flags);
-        if (!info.plain || (flags & checked_flags_) != 0 || static_cast<std::uint32_t>(r.rkey >> 32) != 0 ||
-            r.sg_list != nullptr || r.num_sge != 1 || r.sge.length > max_single_length_) [[unlikely]] {
-            return post_send_general(batch);
-        }
-        const std::uint32_t k = slot & mask;
-        wr->wr_id = tag | k;
-        wr->num_sge = 1;
-        wr->opcode = static_cast<ibv_wr_opcode>(info.wr_opcode);
-        wr->send_flags = send_flag_table[flags & 0xf];
-        wr->imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
-        wr->wr.rdma.remote_addr = r.remote_addr;
-        wr->wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);  // read only by writes and reads
-        copy_segment(r.sge, *wr->sg_list);
-        slots[k] = {r.id, info.completion};
-        ++slot;
-        ++wr;
-    }
-    return submit_send(head, slot, wr);
+    return n == 0 ? PostStatus::ok() : PostStatus::queue_full();
 }
 
 PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexcept {
@@ -167,14 +242,13 @@ PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexce
         }
     }
     const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
-    std::uint32_t slot = head;
+    std::uint32_t pos = head;
     ibv_send_wr* wr = send_wrs_.get();
     for (const SendRequest& r : batch) {
         const OpInfo info = device_->ops[static_cast<std::uint8_t>(r.opcode)];
-        const std::uint32_t k = slot & sq_.ring_mask;
         std::uint64_t length = 0;
         (void)gather(r, wr->sg_list, length);  // validate_send_batch checked sg_list
-        wr->wr_id = sq_.tag | k;
+        wr->wr_id = sq_.tag | pos;
         wr->num_sge = static_cast<int>(r.num_sge);
         wr->opcode = static_cast<ibv_wr_opcode>(info.wr_opcode);
         wr->send_flags = send_flag_table[static_cast<unsigned>(r.flags) & 0xf];
@@ -188,86 +262,134 @@ PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexce
             wr->wr.rdma.remote_addr = r.remote_addr;
             wr->wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);
         }
-        sq_.slots[k] = {r.id, info.completion};
-        ++slot;
+        WorkQueue::Slot& slot = sq_.slots[pos & sq_.ring_mask];
+        slot.id = r.id;
+        slot.tail = static_cast<std::uint32_t>(info.completion) << 8;
+        ++pos;
         ++wr;
     }
-    return submit_send(head, slot, wr);
+    const PostStatus st = submit_send(head, pos, wr);
+    for (ibv_send_wr* w = send_wrs_.get(); w != wr; ++w) w->num_sge = 1;  // as the fast path expects
+    return st;
 }
 
 PostStatus VerbsQp::submit_send(std::uint32_t head, std::uint32_t end, ibv_send_wr* after) noexcept {
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
     sq_.posted.store(end, std::memory_order_release);
-    ibv_send_wr* const wrs = send_wrs_.get();
     after[-1].next = nullptr;
     ibv_send_wr* bad = nullptr;
-    const int rc = ::ibv_post_send(handle_, wrs, &bad);
+    const int rc = ::ibv_post_send(handle_, send_wrs_.get(), &bad);
     after[-1].next = after;
     if (rc == 0) [[likely]] return PostStatus::ok();
+    return send_refused_by_provider(head, bad);
+}
+
+PostStatus VerbsQp::send_refused_by_provider(std::uint32_t head, const ibv_send_wr* bad) noexcept {
     // The provider refused a request weft's checks let through. Providers stop at the first bad request,
     // having queued the ones before it; account for those, and say so.
-    const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - wrs) : 0u;
+    const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - send_wrs_.get()) : 0u;
     sq_.posted.store(head + posted, std::memory_order_release);
     return PostStatus::invalid(posted, posted == 0 ? "the provider refused the request (ibv_post_send)"
                                                    : "the provider refused this request (ibv_post_send); the "
                                                      "requests before it in the batch were posted");
 }
 
+PostStatus VerbsQp::recv_refused_by_provider(std::uint32_t head, const ibv_recv_wr* bad) noexcept {
+    const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - recv_wrs_.get()) : 0u;
+    rq_.posted.store(head + posted, std::memory_order_release);
+    return PostStatus::invalid(posted, posted == 0 ? "the provider refused the receive (ibv_post_recv)"
+                                                   : "the provider refused this receive (ibv_post_recv); the "
+                                                     "receives before it in the batch were posted");
+}
+
 PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
-    const QpState state = state_.load(std::memory_order_relaxed);
-    if (state == QpState::reset) [[unlikely]] {
-        return PostStatus::not_connected("post_recv needs the QP in init or later");
-    }
+    // The receive queue's capacity is set once the QP is in init, where it is from creation.
     const std::size_t n = batch.size();
-    if (n - 1 >= rq_.free_slots()) return n == 0 ? PostStatus::ok() : PostStatus::queue_full();
     const std::uint32_t head = rq_.posted.load(std::memory_order_relaxed);
+    if (n - 1 >= rq_.free_slots(head)) [[unlikely]] return n == 0 ? PostStatus::ok() : PostStatus::queue_full();
+    // The state before the post, for a device that needs help to flush receives posted in error (rxe).
+    const QpState before = recv_flush_help_ ? state_.load(std::memory_order_relaxed) : QpState::rts;
     const std::uint32_t mask = rq_.ring_mask;
     const std::uint64_t tag = rq_.tag;
-    const std::uint32_t max_sge = caps.max_sge;
     WorkQueue::Slot* const slots = rq_.slots.get();
     ibv_recv_wr* const wrs = recv_wrs_.get();
     ibv_recv_wr* wr = wrs;
-    std::uint32_t slot = head;
+    std::uint32_t pos = head;
     for (const RecvRequest& r : batch) {
-        if (r.sg_list == nullptr && r.num_sge == 1) [[likely]] {
-            copy_segment(r.sge, *wr->sg_list);
-        } else {
-            const auto i = static_cast<std::uint32_t>(wr - wrs);
-            if (r.num_sge > max_sge) return PostStatus::invalid(i, "more segments than the QP's max_sge");
-            std::uint64_t length = 0;
-            if (!gather(r, wr->sg_list, length)) return PostStatus::invalid(i, "num_sge > 1 needs sg_list");
-        }
-        const std::uint32_t k = slot & mask;
-        wr->wr_id = tag | k;
-        wr->num_sge = static_cast<int>(r.num_sge);
-        slots[k] = {r.id, Opcode::recv};
-        ++slot;
+        if (r.sg_list != nullptr || r.num_sge != 1) [[unlikely]] return post_recv_general(batch);
+        copy_segment(r.sge, *wr->sg_list);
+        wr->wr_id = tag | pos;
+        WorkQueue::Slot& slot = slots[pos & mask];
+        slot.id = r.id;
+        slot.tail = static_cast<std::uint32_t>(Opcode::recv) << 8;
+        ++pos;
         ++wr;
     }
-
-    rq_.posted.store(slot, std::memory_order_release);
+    rq_.posted.store(pos, std::memory_order_release);
     ibv_recv_wr& last = wr[-1];
     last.next = nullptr;
     ibv_recv_wr* bad = nullptr;
     const int rc = ::ibv_post_recv(handle_, wrs, &bad);
     last.next = wr;
-    if (rc == 0) [[likely]] {
-        if (state == QpState::error) [[unlikely]] {
-            rerun_error_flush(handle_);
-        } else if (recv_flush_help_) {
-            // The poller may have learnt of an error between the load above and the post: then it re-ran the
-            // flush before these receives were in the queue, and it falls to us. The fence orders the post
-            // before the load (the poller's exchange is a full barrier on its side).
-            std::atomic_thread_fence(std::memory_order_seq_cst);
-            if (state_.load(std::memory_order_relaxed) == QpState::error) [[unlikely]] rerun_error_flush(handle_);
+    if (rc != 0) [[unlikely]] return recv_refused_by_provider(head, bad);
+    if (recv_flush_help_) [[unlikely]] help_recv_flush(before);
+    return PostStatus::ok();
+}
+
+PostStatus VerbsQp::post_recv_general(std::span<const RecvRequest> batch) noexcept {
+    const std::uint32_t head = rq_.posted.load(std::memory_order_relaxed);
+    const QpState before = state_.load(std::memory_order_relaxed);
+    const std::uint32_t max_sge = caps.max_sge;
+    ibv_recv_wr* const wrs = recv_wrs_.get();
+    ibv_recv_wr* wr = wrs;
+    std::uint32_t pos = head;
+    PostStatus st = PostStatus::ok();
+    for (const RecvRequest& r : batch) {
+        const auto i = static_cast<std::uint32_t>(wr - wrs);
+        if (r.num_sge > max_sge) {
+            st = PostStatus::invalid(i, "more segments than the QP's max_sge");
+            break;
         }
-        return PostStatus::ok();
+        std::uint64_t length = 0;
+        if (!gather(r, wr->sg_list, length)) {
+            st = PostStatus::invalid(i, "num_sge > 1 needs sg_list");
+            break;
+        }
+        wr->wr_id = rq_.tag | pos;
+        wr->num_sge = static_cast<int>(r.num_sge);
+        WorkQueue::Slot& slot = rq_.slots[pos & rq_.ring_mask];
+        slot.id = r.id;
+        slot.tail = static_cast<std::uint32_t>(Opcode::recv) << 8;
+        ++pos;
+        ++wr;
     }
-    const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - wrs) : 0u;
-    rq_.posted.store(head + posted, std::memory_order_release);
-    return PostStatus::invalid(posted, posted == 0 ? "the provider refused the receive (ibv_post_recv)"
-                                                   : "the provider refused this receive (ibv_post_recv); the "
-                                                     "receives before it in the batch were posted");
+    if (st) {
+        rq_.posted.store(pos, std::memory_order_release);
+        ibv_recv_wr& last = wr[-1];
+        last.next = nullptr;
+        ibv_recv_wr* bad = nullptr;
+        const int rc = ::ibv_post_recv(handle_, wrs, &bad);
+        last.next = wr;
+        if (rc != 0) {
+            st = recv_refused_by_provider(head, bad);
+        } else if (before == QpState::error || recv_flush_help_) {
+            help_recv_flush(before);
+        }
+    }
+    for (ibv_recv_wr* w = wrs; w != wr; ++w) w->num_sge = 1;  // as the fast path expects
+    return st;
+}
+
+void VerbsQp::help_recv_flush(QpState before) noexcept {
+    if (before == QpState::error) {
+        rerun_error_flush(handle_);
+        return;
+    }
+    // The poller may have learnt of an error between the load of `before` and the post: then it re-ran the
+    // flush before these receives were in the queue, and it falls to us. The fence orders the post before
+    // the load (the poller's exchange is a full barrier on its side).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (state_.load(std::memory_order_relaxed) == QpState::error) [[unlikely]] rerun_error_flush(handle_);
 }
 
 // ---- Polling
@@ -275,9 +397,11 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
 namespace {
 
 // Fills `c` from an error completion: verbs leaves opcode undefined on errors, the slot knows what was posted.
-[[gnu::noinline, gnu::cold]] void translate_error(const ibv_wc& wc, const WorkQueue& wq, Opcode posted,
+[[gnu::noinline, gnu::cold]] void translate_error(const ibv_wc& wc, const WorkQueue& wq, const WorkQueue::Slot& posted,
                                                    Completion& c) noexcept {
-    c.opcode = posted;
+    c.id = posted.id;
+    c.qp_num = wc.qp_num;
+    c.opcode = posted.opcode();
     c.status = to_status(wc.status);
     c.byte_len = 0;
     c.has_imm = false;
@@ -295,32 +419,59 @@ static_assert(offsetof(Completion, id) == 0 && offsetof(Completion, byte_len) ==
               offsetof(Completion, status) == 24 && offsetof(Completion, opcode) == 25 &&
               offsetof(Completion, has_imm) == 26 && sizeof(Completion) == 32);
 static_assert(static_cast<int>(WcStatus::success) == 0);
+static_assert(static_cast<int>(Opcode::recv_rdma_with_imm) == static_cast<int>(Opcode::recv) + 1);
 
-std::size_t VerbsCq::translate(Completion* out, std::size_t got) noexcept {
+namespace {
+
+// Bits 63..32 of a work completion's wr_id (the queue's table index and generation), read as one 32-bit word.
+inline std::uint32_t queue_key(const ibv_wc& w) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::uint32_t key = 0;
+        std::memcpy(&key, reinterpret_cast<const unsigned char*>(&w.wr_id) + 4, sizeof key);
+        return key;
+    } else {
+        return static_cast<std::uint32_t>(w.wr_id >> wr_index_shift);
+    }
+}
+
+// Writes a success completion as four 8-byte words: id; byte_len | imm << 32; qp_num | vendor_err (0) << 32;
+// status (0) | opcode << 8 | has_imm << 16.
+inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uint64_t qp_num,
+                std::uint64_t tail) noexcept {
+    auto* bytes = reinterpret_cast<unsigned char*>(c);
+    std::memcpy(bytes, &id, 8);
+    std::memcpy(bytes + 8, &lengths, 8);
+    std::memcpy(bytes + 16, &qp_num, 8);
+    std::memcpy(bytes + 24, &tail, 8);
+}
+
+}  // namespace
+
+[[gnu::always_inline]] inline std::size_t VerbsCq::translate(Completion* out, std::size_t got) noexcept {
     Completion* c = out;
     // Completions mostly belong to the queue of the one before: what is needed of it is kept in registers
     // while they do, and its retired count is published when they stop (slots are read before that, so the
     // poster cannot reuse them under us). The queue is remembered across polls while no queue is detached.
-    if (const std::uint64_t epoch = queues_.epoch(); epoch != last_epoch_) {
+    if (const std::uint64_t epoch = queues_.epoch(); epoch != last_epoch_) [[unlikely]] {
         last_epoch_ = epoch;
         last_key_ = 0;
     }
-    std::uint64_t key = last_key_;  // wr_id bits 63..32 of the current queue; generation 0 is never issued
+    std::uint32_t key = last_key_;  // wr_id bits 63..32 of the current queue; generation 0 is never issued
     WorkQueue* wq = last_wq_;
     const WorkQueue::Slot* slots = nullptr;
     std::uint32_t mask = 0;
     std::uint32_t retired = 0;
     std::uint32_t outstanding = 0;
-    bool recv = false;
-    if (key != 0) {
+    std::uint32_t recv = 0;  // 1 on a receive queue: its completions take the longer way
+    if (key != 0) [[likely]] {
         slots = wq->slots.get();
         mask = wq->ring_mask;
         retired = wq->retired.load(std::memory_order_relaxed);
         outstanding = wq->posted.load(std::memory_order_acquire) - retired;
-        recv = wq->is_recv;
+        recv = wq->is_recv ? 1 : 0;
     }
     for (const ibv_wc& w : std::span(wc_.data(), got)) {
-        if (const std::uint64_t k = w.wr_id >> wr_index_shift; k != key) [[unlikely]] {
+        if (const std::uint32_t k = queue_key(w); k != key) [[unlikely]] {
             if (key != 0) wq->retired.store(retired, std::memory_order_release);
             wq = queues_.find(w.wr_id);
             key = wq != nullptr ? k : 0;
@@ -329,39 +480,32 @@ std::size_t VerbsCq::translate(Completion* out, std::size_t got) noexcept {
             mask = wq->ring_mask;
             retired = wq->retired.load(std::memory_order_relaxed);
             outstanding = wq->posted.load(std::memory_order_acquire) - retired;
-            recv = wq->is_recv;
+            recv = wq->is_recv ? 1 : 0;
         }
-        const std::uint32_t slot = static_cast<std::uint32_t>(w.wr_id) & mask;
-        const std::uint32_t count = ((slot - retired) & mask) + 1;  // this slot and the older ones
-        if (count > outstanding) [[unlikely]] continue;  // not outstanding: not ours to report
-        retired += count;
-        outstanding -= count;
+        // The request's queue position: it retires with every older one still outstanding.
+        const auto pos = static_cast<std::uint32_t>(w.wr_id);
+        const std::uint32_t older = pos - retired;
+        if (older >= outstanding) [[unlikely]] continue;  // not outstanding: not ours to report
+        retired = pos + 1;
+        outstanding -= older + 1;
 
-        const WorkQueue::Slot& posted = slots[slot];
-        if (w.status == IBV_WC_SUCCESS) [[likely]] {
-            // byte_len | imm << 32;  qp_num | vendor_err (0) << 32;  status (0) | opcode << 8 | has_imm << 16.
+        const WorkQueue::Slot& posted = slots[pos & mask];
+        if ((static_cast<std::uint32_t>(w.status) | recv) == 0) [[likely]] {  // a send-queue success
+            put(c, posted.id, w.byte_len, w.qp_num, posted.tail);
+        } else if (w.status == IBV_WC_SUCCESS) {  // a receive
             std::uint64_t lengths = w.byte_len;
-            std::uint64_t tail = static_cast<std::uint64_t>(posted.opcode) << 8;
-            if (recv) {
-                // Immediate data belongs to receive completions (rxe also flags the requester's completion
-                // of a *_with_imm request, without a value). The slot says recv; a write_with_imm that
-                // consumed the receive is the opcode after it.
-                if ((w.wc_flags & IBV_WC_WITH_IMM) != 0) {
-                    lengths |= static_cast<std::uint64_t>(ntohl(w.imm_data)) << 32;
-                    tail |= 1u << 16;
-                }
-                if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+            std::uint64_t tail = posted.tail;
+            // Immediate data belongs to receive completions (rxe also flags the requester's completion of a
+            // *_with_imm request, without a value). The slot says recv; a write_with_imm that consumed the
+            // receive is the opcode after it.
+            if ((w.wc_flags & IBV_WC_WITH_IMM) != 0) {
+                lengths |= static_cast<std::uint64_t>(ntohl(w.imm_data)) << 32;
+                tail |= 1u << 16;
             }
-            auto* bytes = reinterpret_cast<unsigned char*>(c);
-            const std::uint64_t qp_num = w.qp_num;
-            std::memcpy(bytes, &posted.id, 8);
-            std::memcpy(bytes + 8, &lengths, 8);
-            std::memcpy(bytes + 16, &qp_num, 8);
-            std::memcpy(bytes + 24, &tail, 8);
+            if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+            put(c, posted.id, lengths, w.qp_num, tail);
         } else {
-            c->id = posted.id;
-            c->qp_num = w.qp_num;
-            translate_error(w, *wq, posted.opcode, *c);
+            translate_error(w, *wq, posted, *c);
         }
         ++c;
     }
@@ -384,11 +528,40 @@ std::size_t VerbsCq::drain(std::span<Completion> out) noexcept {
     return n;
 }
 
-std::size_t VerbsCq::took(std::span<Completion> out, std::size_t got, std::size_t want) noexcept {
+std::size_t VerbsCq::took(std::size_t got) noexcept {
     rearm_ = fd_mode_;
-    std::size_t n = translate(out.data(), got);
-    if (got == want && want < out.size()) n += drain(out.subspan(n));  // the provider may hold more
+    if (got > out_.size()) [[unlikely]] return took_too_many(got);
+    const std::size_t n = translate(out_.data(), got);
+    // A full batch: the provider may hold more, and out_ may have room for them.
+    if (got == poll_batch && out_.size() > poll_batch) [[unlikely]] return n + drain(out_.subspan(n));
     return n;
+}
+
+std::size_t VerbsCq::took_one() noexcept {
+    // The common single completion: a send-queue success of the queue the last completion belonged to. It
+    // needs a handful of registers, where the loop of translate() needs them all; anything else goes there.
+    const ibv_wc& w = wc_[0];
+    WorkQueue* const wq = last_wq_;
+    if (queue_key(w) != last_key_ || queues_.epoch() != last_epoch_ || w.status != IBV_WC_SUCCESS || wq->is_recv)
+        [[unlikely]] {
+        return took(1);
+    }
+    const auto pos = static_cast<std::uint32_t>(w.wr_id);
+    const std::uint32_t retired = wq->retired.load(std::memory_order_relaxed);
+    if (pos - retired >= wq->posted.load(std::memory_order_acquire) - retired) [[unlikely]] return took(1);
+    rearm_ = fd_mode_;
+    const WorkQueue::Slot& posted = wq->slots[pos & wq->ring_mask];
+    put(out_.data(), posted.id, w.byte_len, w.qp_num, posted.tail);
+    wq->retired.store(pos + 1, std::memory_order_release);
+    return 1;
+}
+
+std::size_t VerbsCq::took_too_many(std::size_t got) noexcept {
+    held_begin_ = 0;
+    held_count_ = static_cast<std::uint32_t>(translate(held_.data(), got));
+    if (held_count_ == 0) return 0;
+    poll_cq_ = &report_held;
+    return poll_held(out_);
 }
 
 std::size_t VerbsCq::poll_held(std::span<Completion> out) noexcept {
@@ -396,23 +569,37 @@ std::size_t VerbsCq::poll_held(std::span<Completion> out) noexcept {
     std::copy_n(held_.begin() + held_begin_, n, out.begin());
     held_begin_ += static_cast<std::uint32_t>(n);
     held_count_ -= static_cast<std::uint32_t>(n);
+    if (held_count_ == 0) poll_cq_ = provider_poll_cq_;
     return n + drain(out.subspan(n));
 }
 
-std::size_t VerbsCq::rearm_and_drain(std::span<Completion> out) noexcept {
+int VerbsCq::report_held(ibv_cq* /*cq*/, int /*n*/, ibv_wc* /*wc*/) { return -1; }
+
+std::size_t VerbsCq::rearm_and_drain() noexcept {
     consume_events();
-    if (arm() == 0) rearm_ = false;
-    return drain(out);
+    if (arm() == 0) rearm_ = 0;
+    return drain(out_);
+}
+
+std::size_t VerbsCq::not_found(int got) noexcept {
+    if (held_count_ != 0) return poll_held(out_);  // got is report_held's -1
+    // fd mode: an empty CQ must be armed before the program sleeps on the fd. A poll that returns
+    // completions needs no system call: the program polls again until it finds nothing. (A provider error,
+    // got < 0, reads as an empty CQ.)
+    (void)got;
+    return rearm_ ? rearm_and_drain() : 0;
 }
 
 std::size_t VerbsCq::poll(std::span<Completion> out) noexcept {
-    if (held_count_ != 0) [[unlikely]] return poll_held(out);
-    const std::size_t want = std::min(poll_batch, out.size());
-    const int got = ::ibv_poll_cq(cq_handle_, static_cast<int>(want), wc_.data());
-    if (got > 0) [[likely]] return took(out, static_cast<std::size_t>(got), want);
-    // fd mode: an empty CQ must be armed before the program sleeps on the fd. A poll that returns
-    // completions needs no system call: the program polls again until it finds nothing.
-    return rearm_ ? rearm_and_drain(out) : 0;
+    // Kept for took(), so that across the provider call an empty poll keeps nothing but `this`.
+    out_ = out;
+    // The provider's poll, or report_held (-1) while completions taken earlier wait in held_: they come first.
+    // A full batch is asked for whatever out's size (never 0: the core does not call with an empty span);
+    // completions beyond it wait in held_ for the next poll.
+    const int got = poll_cq_(cq_handle_, static_cast<int>(poll_batch), wc_.data());
+    if (got > 0) [[likely]] return got == 1 ? took_one() : took(static_cast<std::size_t>(got));
+    if ((got | rearm_) != 0) [[unlikely]] return not_found(got);  // held completions, or fd mode to re-arm
+    return 0;
 }
 
 }  // namespace weft::verbs

@@ -52,15 +52,14 @@ std::uint32_t start_psn(const Device& dev) {
     return rd() & max_24bit;
 }
 
+// `capacity` is what the provider granted; the queue takes requests once wq.capacity is set to it.
 void init_queue(WorkQueue& wq, std::uint32_t capacity, ibv_qp* qp, bool is_recv, std::atomic<QpState>* state) {
     std::uint32_t ring = 1;
     while (ring < capacity) ring <<= 1;
     wq.slots = std::make_unique<WorkQueue::Slot[]>(ring);
     wq.ring_mask = ring - 1;
-    wq.capacity = capacity;
     wq.qp = qp;
     wq.is_recv = is_recv;
-    wq.imm_flag = is_recv ? IBV_WC_WITH_IMM : 0;
     wq.state = state;
 }
 
@@ -73,6 +72,7 @@ std::unique_ptr<Wr[]> chain(std::uint32_t count, std::uint32_t stride, std::uniq
     for (std::uint32_t i = 0; i <= count; ++i) {
         wrs[i].next = i < count ? &wrs[i + 1] : nullptr;
         wrs[i].sg_list = &sges[static_cast<std::size_t>(i) * stride];
+        wrs[i].num_sge = 1;
     }
     return wrs;
 }
@@ -151,6 +151,7 @@ VerbsQp::VerbsQp(Adopt, std::shared_ptr<Device> device, std::shared_ptr<VerbsCq>
     : device_(std::move(device)), send_cq_(std::move(send_cq)), recv_cq_(std::move(recv_cq)), handle_(qp) {
     state_.store(QpState::rts, std::memory_order_relaxed);
     init_data_path(granted);
+    sq_.capacity.store(caps.max_send, std::memory_order_relaxed);
 }
 
 void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
@@ -165,11 +166,21 @@ void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
     recv_wrs_ = chain<ibv_recv_wr>(caps.max_recv, std::max(granted.max_recv_sge, 1u), recv_sges_);
 
     const Capabilities& dc = device_->caps;
-    max_single_length_ = std::min<std::uint64_t>(dc.max_msg_size, 0xffffffffu);
-    checked_flags_ = static_cast<std::uint8_t>(SendFlags::inline_data);
-    if (!dc.has(Feature::fence)) checked_flags_ |= static_cast<std::uint8_t>(SendFlags::fence);
-    if (!dc.has(Feature::solicited)) checked_flags_ |= static_cast<std::uint8_t>(SendFlags::solicited);
+    max_single_length_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(dc.max_msg_size, 0xffffffffu));
+    // Flags that need a closer look: inline data (its length against max_inline), and those the device lacks.
+    auto checked = static_cast<std::uint16_t>(SendFlags::inline_data);
+    if (!dc.has(Feature::fence)) checked |= static_cast<std::uint16_t>(SendFlags::fence);
+    if (!dc.has(Feature::solicited)) checked |= static_cast<std::uint16_t>(SendFlags::solicited);
+    for (std::size_t op = 0; op < send_ops_.size(); ++op) {
+        const OpInfo& info = device_->ops[op];
+        FastOp& f = send_ops_[op];
+        f.wr_opcode = info.wr_opcode;
+        f.has_imm = info.wr_opcode == IBV_WR_SEND_WITH_IMM || info.wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? 1 : 0;
+        f.reject = info.plain ? checked : 0xffff;
+        f.tail = static_cast<std::uint32_t>(info.completion) << 8;
+    }
     recv_flush_help_ = device_->rxe;
+    rq_.capacity.store(caps.max_recv, std::memory_order_relaxed);  // the QP is in init: receives may come
 
     sq_.tag = send_cq_->queues().attach(&sq_);
     try {
@@ -279,6 +290,8 @@ void VerbsQp::connect(std::span<const std::byte> peer) {
                IBV_QP_MAX_QP_RD_ATOMIC,
            "RTR->RTS", context, connect_call);
     state_.store(QpState::rts, std::memory_order_relaxed);
+    // From here on the QP takes send requests: it never leaves the states that do (rts, sqd, sqe, error).
+    sq_.capacity.store(caps.max_send, std::memory_order_release);
 }
 
 QpState VerbsQp::state() const noexcept {

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <string>
+#include <unordered_set>
 
 namespace weft {
 namespace {
@@ -58,6 +59,7 @@ Config Config::parse(std::string_view text) {
     rest.remove_prefix(colon + 1);
     if (trim(rest).empty()) return cfg;
 
+    std::unordered_set<std::string_view> seen;  // views into `text`: duplicates found in linear time
     while (true) {
         auto comma = rest.find(',');
         std::string_view item = rest.substr(0, comma);
@@ -69,7 +71,7 @@ Config Config::parse(std::string_view text) {
         std::string_view value = trim(item.substr(eq + 1));
         check_name(text, key, "key");
         if (value.empty()) fail(text, "key '" + std::string(key) + "' has an empty value");
-        if (cfg.find(key)) fail(text, "key '" + std::string(key) + "' given twice");
+        if (!seen.insert(key).second) fail(text, "key '" + std::string(key) + "' given twice");
         cfg.entries_.emplace_back(std::string(key), std::string(value));
         if (comma == std::string_view::npos) break;
         rest.remove_prefix(comma + 1);

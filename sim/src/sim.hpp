@@ -412,6 +412,12 @@ private:
     WcStatus begin_message(SimQp& q, std::uint64_t msn) noexcept;
     /// Places packet `k` (in arrival order) of the inbound message; false when it failed (already handled).
     bool place_packet(std::uint32_t k) noexcept;
+    // True while this QP, as requester, still holds message `msn` outstanding: not completed, not flushed.
+    // A responder reads a requester's send-queue entry only then. A request flushed by the requester's
+    // error never takes effect, and its slot, which the program may reuse at once, is never read.
+    bool holds(std::uint64_t msn) const noexcept {
+        return state_ != QpState::error && msn >= sq_completed_ && msn < sq_posted_;
+    }
     /// Places whatever of the inbound message is left and completes it.
     void finish_inbound() noexcept;
     void trace_place(std::uint32_t packet, std::uint64_t offset, std::uint64_t n) noexcept;

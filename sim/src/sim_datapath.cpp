@@ -513,6 +513,9 @@ void SimQp::on_deliver(const Event& e) noexcept {
         if (!(deferred_.active && deferred_.msn == e.msn)) send_ack(q->qp_num, e.msn, WcStatus::success, 0);
         return;
     }
+    // The requester has flushed this message (it went to error): it never takes effect (what was lost
+    // and what was flushed look alike to everyone).
+    if (!q->holds(e.msn)) return;
     nak_sent_ = false;
     const SqEntry& w = q->sq_at(e.msn);
     if (w.opcode == Opcode::read || is_atomic(w.opcode)) {
@@ -651,6 +654,14 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         if (inbound_.consumes_recv) --rq_consumed_;
         return false;
     }
+    if (!q->holds(msn)) {
+        // The requester flushed the message mid-way (it went to error): the rest never comes, as if lost,
+        // and its slot is not read again.
+        inbound_.active = false;
+        ++inbound_.gen;
+        if (inbound_.consumes_recv) --rq_consumed_;
+        return false;
+    }
     const SqEntry& w = q->sq_at(msn);
     const std::uint64_t mtu = fabric_.params.mtu;
     const std::uint32_t p = permute(k, inbound_.packets, inbound_.perm_key);
@@ -721,6 +732,10 @@ void SimQp::finish_inbound() noexcept {
     ++inbound_.gen;
     SimQp* q = fabric_.find_qp(inbound_.requester);
     if (!q) return;
+    if (!q->holds(inbound_.msn)) {
+        if (inbound_.consumes_recv) --rq_consumed_;  // flushed by the requester: the receive stays posted
+        return;
+    }
     const SqEntry& w = q->sq_at(inbound_.msn);
     if (inbound_.consumes_recv) {
         const bool is_send = w.opcode == Opcode::send || w.opcode == Opcode::send_with_imm;
@@ -826,7 +841,7 @@ void SimQp::run_deferred() noexcept {
     deferred_.active = false;
     ++deferred_.gen;
     SimQp* q = fabric_.find_qp(deferred_.requester);
-    if (!q) return;
+    if (!q || !q->holds(deferred_.msn)) return;  // gone, or flushed by the requester's error
     if (fabric_.tracing) {
         TraceRecord r;
         r.kind = TraceKind::deferred;

@@ -239,9 +239,20 @@ bool FabricState::link_up(std::uint32_t a, std::uint32_t b, std::uint64_t t) con
     return true;
 }
 
+namespace {
+// Every fabric's misuses, for Fabric::misuse_tally (weft::testing::sweep).
+std::mutex tally_mu;
+weft::sim::Fabric::MisuseTally tally;
+}  // namespace
+
 void FabricState::report_misuse(std::string what) {
     std::string line = "weft sim misuse (fabric '" + params.name + "', t=" + std::to_string(now) + " ns): " + what;
     std::fprintf(stderr, "%s\n", line.c_str());
+    {
+        std::lock_guard lock(tally_mu);
+        ++tally.count;
+        tally.last = line;
+    }
     misuse_log.push_back(std::move(what));
     if (params.strict) {
         std::fprintf(stderr, "weft sim: strict mode (sim:strict=1): aborting on the first misuse\n");
@@ -516,6 +527,11 @@ std::string Fabric::trace_json() const {
 std::string Fabric::trace_text() const {
     std::lock_guard lock(state_->mu);
     return state_->trace_text();
+}
+
+Fabric::MisuseTally Fabric::misuse_tally() {
+    std::lock_guard lock(detail::tally_mu);
+    return detail::tally;
 }
 
 std::vector<std::string> Fabric::misuse() const {

@@ -98,6 +98,7 @@ void SimQp::connect(std::span<const std::byte> peer) {
         bad_address("malformed sim QP address header");
     }
     auto fabric_id = weft::detail::get_le<std::uint64_t>(peer.data() + 8);
+    auto peer_node = weft::detail::get_le<std::uint32_t>(peer.data() + 16);
     auto peer_qpn = weft::detail::get_le<std::uint32_t>(peer.data() + 20);
 
     std::lock_guard lock(fabric_.mu);
@@ -105,9 +106,15 @@ void SimQp::connect(std::span<const std::byte> peer) {
         bad_address("the peer QP lives on another simulated fabric; open both domains with the same fabric=" +
                     fabric_.params.name);
     }
-    if (!fabric_.find_qp(peer_qpn)) {
+    const SimQp* target = fabric_.find_qp(peer_qpn);
+    if (!target) {
         bad_address("no QP " + std::to_string(peer_qpn) + " on fabric '" + fabric_.params.name +
                     "' (destroyed?)");
+    }
+    if (target->domain_->node() != peer_node) {
+        bad_address("QP " + std::to_string(peer_qpn) + " of fabric '" + fabric_.params.name + "' is on node " +
+                    std::to_string(target->domain_->node()) + ", the address says node " +
+                    std::to_string(peer_node) + " (a corrupted or forged address)");
     }
     if (state_ != QpState::init) {
         throw Error(Errc::invalid_state,

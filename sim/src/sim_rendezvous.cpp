@@ -1,7 +1,9 @@
 // The simulator's listen/connect: a named rendezvous per fabric. listen(dom, "NAME:PORT") registers
 // (NAME, PORT) in the domain's fabric while the Listener lives; connect() queues the connecting QP's
 // address there and waits; accept() takes the oldest queued connect, connects its QP to it, and hands back
-// its own address, with which the connector connects its QP.
+// its own address, with which the connector connects its QP. accept() returns only once the connector's QP
+// is connected too, so neither side can send into a QP that is not ready: virtual time would otherwise run
+// a request's retries out while the other thread is still inside connect().
 //
 // The rendezvous runs in real time, outside the simulated clock: QP connection schedules no events, so
 // the data path stays deterministic from the seed whichever thread reaches the rendezvous first. Its lock
@@ -28,10 +30,10 @@ constexpr std::uint32_t first_free_port = 49152;  // where port 0 starts looking
 
 // One connect() waiting at a listener.
 struct Request {
-    enum class State { pending, accepted, refused };
+    enum class State { pending, accepted, connected, refused, failed };
     std::vector<std::byte> connector_address;
     std::vector<std::byte> acceptor_address;  // when accepted
-    std::string refusal;                      // when refused
+    std::string refusal;                      // when refused, or why the connector failed
     State state = State::pending;
 };
 
@@ -106,6 +108,13 @@ public:
         }
         r->state = Request::State::accepted;
         t.cv.notify_all();
+        // The connector connects its QP as soon as it wakes; it never waits for anything else.
+        t.cv.wait(lock, [&] { return r->state != Request::State::accepted; });
+        if (r->state == Request::State::failed) {
+            throw Error(std::make_error_code(std::errc::connection_aborted),
+                        "the peer's connect() to '" + where_.text() + "' failed to connect its QP: " + r->refusal,
+                        "sim", "Listener::accept");
+        }
     }
 
     std::string address() const override { return where_.text(); }
@@ -175,8 +184,18 @@ void SimDomain::connect_to(weft::detail::QpImpl& qp, const weft::detail::HostPor
     if (request->state == Request::State::refused) {
         throw Error(std::make_error_code(std::errc::connection_refused), request->refusal, "sim", call);
     }
-    lock.unlock();
-    qp.connect(request->acceptor_address);
+    // Still under the rendezvous lock (taken before the fabric's, as in accept), so that accept() returns
+    // only after this QP is connected.
+    try {
+        qp.connect(request->acceptor_address);
+    } catch (const std::exception& e) {
+        request->state = Request::State::failed;
+        request->refusal = e.what();
+        t.cv.notify_all();
+        throw;
+    }
+    request->state = Request::State::connected;
+    t.cv.notify_all();
 }
 
 }  // namespace weft::sim::detail

@@ -170,6 +170,54 @@ BOOST_AUTO_TEST_CASE(a_sweep_stops_at_the_first_failing_seed) {
     BOOST_TEST(r.failed.value_or(0) == 3u);
 }
 
+namespace {
+// A program error the simulator reports as a misuse: the source of a write changed before it completed.
+void change_a_source_in_flight(const Seed& s) {
+    auto dom = weft::open(s.config);
+    auto cq = dom.create_cq({.depth = 4});
+    auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    qp.connect(qp.address());
+    std::vector<std::byte> buf(64);
+    auto mr = dom.register_memory(buf, weft::all_access);
+    BOOST_REQUIRE(qp.post_send({weft::write(1, mr.slice(0, 8), mr.remote().slice(32, 8))}));
+    buf[0] = std::byte{1};
+    weft::Completion wc[1];
+    while (cq.poll(wc).empty()) {
+    }
+}
+}  // namespace
+
+// A seed during which the simulator recorded a misuse fails, naming it, though the body asserted nothing.
+BOOST_AUTO_TEST_CASE_EXPECTED_FAILURES(a_misuse_fails_the_seed, 1)
+BOOST_AUTO_TEST_CASE(a_misuse_fails_the_seed) {
+    std::cerr << "(the seed-2 misuse report below is expected)\n";
+    SweepOptions o;
+    o.base = "sim:fabric=sweep_misuse";
+    o.seeds = 5;
+    o.honour_environment = false;
+    auto r = weft::testing::sweep(
+        [](const Seed& s) {
+            if (s.value == 2) change_a_source_in_flight(s);
+        },
+        o);
+    BOOST_TEST(r.runs == 2u);
+    BOOST_TEST(r.failed.value_or(0) == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(allow_misuse_lets_a_test_misuse_on_purpose) {
+    std::cerr << "(the misuse reports below are expected)\n";
+    SweepOptions o;
+    o.base = "sim:fabric=sweep_misuse_allowed";
+    o.seeds = 3;
+    o.honour_environment = false;
+    o.allow_misuse = true;
+    const auto before = weft::sim::Fabric::misuse_tally().count;
+    auto r = weft::testing::sweep(change_a_source_in_flight, o);
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.runs == 3u);
+    BOOST_TEST(weft::sim::Fabric::misuse_tally().count >= before + 3);
+}
+
 BOOST_AUTO_TEST_CASE(find_seed_returns_the_first_seed_that_shows_it) {
     SweepOptions o;
     o.seeds = 50;

@@ -176,7 +176,7 @@ BOOST_AUTO_TEST_CASE(an_unsignaled_write_never_puts_the_qp_in_error) {
 // and are read before main by the runner at the end of this file.
 constexpr const char* peer_flag = "--weft-peer-loss-child";
 
-enum class PeerMode { poll_forever, connect_and_exit };
+enum class PeerMode { poll_forever, connect_and_exit, error_then_poll };
 
 // The peer: opens its side, hands our end its address and region, connects to the address it is given,
 // then either polls its CQ until killed or destroys everything and says so.
@@ -188,7 +188,21 @@ enum class PeerMode { poll_forever, connect_and_exit };
             send_blob(out, peer.qp.address());
             auto encoded = peer.mr.remote().encode();
             write_all(out, encoded.data(), encoded.size());
-            peer.qp.connect(receive_blob(in));
+            if (mode == PeerMode::error_then_poll) {
+                // A receive whose key names no region: the QP completes it local_protection and goes to error
+                // before it hears of its peer.
+                weft::LocalSegment bad = peer.mr.slice(0, 8);
+                bad.lkey ^= 0x5a5a5;
+                if (!peer.qp.post_recv({weft::recv(99, bad)})) throw std::runtime_error("bad receive refused");
+                weft::Completion wc[1];
+                while (peer.cq.poll(wc).empty()) {
+                }
+                if (peer.qp.state() != weft::QpState::error) throw std::runtime_error("the QP did not go to error");
+                (void)receive_blob(in);
+                mode = PeerMode::poll_forever;
+            } else {
+                peer.qp.connect(receive_blob(in));
+            }
             if (mode == PeerMode::poll_forever) {
                 char ready = 1;
                 write_all(out, &ready, 1);
@@ -213,7 +227,7 @@ pid_t spawn_peer(PeerMode mode, int in, int out) {
     std::fflush(nullptr);
     pid_t pid = ::fork();
     if (pid != 0) return pid;
-    std::string mode_text = mode == PeerMode::poll_forever ? "poll" : "exit";
+    std::string mode_text = mode == PeerMode::poll_forever ? "poll" : mode == PeerMode::error_then_poll ? "error" : "exit";
     std::string in_text = std::to_string(in), out_text = std::to_string(out), cfg = config();
     const char* argv[] = {"weft-ofi-tests", peer_flag, mode_text.c_str(), in_text.c_str(), out_text.c_str(),
                           cfg.c_str(), nullptr};
@@ -226,9 +240,9 @@ pid_t spawn_peer(PeerMode mode, int in, int out) {
 // not run at all), SIGTERM for its end. Started before the test's own side opens anything.
 class PeerProcess {
 public:
-    PeerProcess() {
+    explicit PeerProcess(PeerMode mode = PeerMode::poll_forever) {
         if (::pipe(to_child_) != 0 || ::pipe(to_parent_) != 0) throw std::runtime_error("pipe");
-        pid = spawn_peer(PeerMode::poll_forever, to_child_[0], to_parent_[1]);
+        pid = spawn_peer(mode, to_child_[0], to_parent_[1]);
         if (pid < 0) throw std::runtime_error("fork");
         ::close(to_child_[0]);
         ::close(to_parent_[1]);
@@ -315,6 +329,26 @@ BOOST_AUTO_TEST_CASE(a_stopped_peer_is_never_lost_and_an_ended_one_is) {
     BOOST_TEST(a->qp.state() == weft::QpState::error);
 }
 
+// A peer process whose QP is in error and whose program keeps running: a send to it completes with an
+// error (it neither hangs nor succeeds), exactly once, with the default QP options. (shm, rxm and sockets
+// complete a send once they have buffered it: without the backend's check they completed it success.)
+BOOST_AUTO_TEST_CASE(a_send_to_a_peer_process_in_error_completes_with_an_error) {
+    auto peer = std::make_unique<PeerProcess>(PeerMode::error_then_poll);
+    auto a = std::make_unique<Side>(config());
+    peer->connect(a->qp.address());  // returns once the peer's QP is in error
+    a->qp.connect(peer->address);
+    BOOST_REQUIRE(a->qp.post_send({weft::send(1, a->mr.slice(0, 64)), weft::send(2, a->mr.slice(0, 64))}));
+    weft::Completion c;
+    BOOST_REQUIRE_MESSAGE(poll_for(a->cq, c, std::chrono::seconds(20)), "no completion within 20 s");
+    BOOST_TEST(c.id == 1u);
+    BOOST_TEST(c.status != weft::WcStatus::success, c);
+    BOOST_REQUIRE(poll_for(a->cq, c, std::chrono::seconds(20)));
+    BOOST_TEST(c.id == 2u);
+    BOOST_TEST(c.status == weft::WcStatus::flushed, c);
+    BOOST_TEST(a->qp.state() == weft::QpState::error);
+    BOOST_TEST(!poll_for(a->cq, c, std::chrono::milliseconds(200)), "extra completion " << c);
+}
+
 // A peer process that connects and exits: with timeout = 0 (infinite) the write to it stays outstanding
 // where the provider never reports the loss; with a finite timeout it fails after the deadline.
 BOOST_AUTO_TEST_CASE(timeout_zero_waits_for_a_lost_peer_forever, *boost::unit_test::precondition(rdm_only)) {
@@ -366,7 +400,9 @@ const bool peer_child_ran = [] {
     std::vector<std::string> args;
     for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
     if (args.size() != 6 || args[1] != peer_loss::peer_flag) return false;
-    auto mode = args[2] == "poll" ? peer_loss::PeerMode::poll_forever : peer_loss::PeerMode::connect_and_exit;
+    auto mode = args[2] == "poll"    ? peer_loss::PeerMode::poll_forever
+                : args[2] == "error" ? peer_loss::PeerMode::error_then_poll
+                                     : peer_loss::PeerMode::connect_and_exit;
     peer_loss::run_peer(mode, std::stoi(args[3]), std::stoi(args[4]), args[5]);
 }();
 

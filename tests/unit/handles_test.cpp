@@ -5,6 +5,7 @@
 
 #include "../support/expect_error.hpp"
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -35,6 +36,43 @@ BOOST_AUTO_TEST_CASE(memory_region_slices_are_bounds_checked) {
     BOOST_TEST(s.lkey == mr.lkey());
     BOOST_TEST(contains(what_of([&] { (void)mr.slice(4000, 200); }), "outside the region of 4096 bytes"));
     BOOST_TEST(mr.segment().length == 4096u);
+}
+
+BOOST_AUTO_TEST_CASE(unchecked_slices_equal_checked_ones_and_post_like_them) {
+    auto dom = open("sim:fabric=handles_unchecked");
+    std::vector<std::byte> buf(4096);
+    auto mr = dom.register_memory(buf, Access::local_write | Access::remote_write);
+    static_assert(noexcept(mr.slice_unchecked(0, 8)));
+    for (std::size_t off : {0u, 100u, 4088u}) {
+        BOOST_TEST((mr.slice_unchecked(off, 8) == mr.slice(off, 8)));
+    }
+    BOOST_TEST((mr.slice_unchecked(0, 4096) == mr.segment()));
+    auto cq = dom.create_cq({.depth = 8});
+    auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    qp.connect(qp.address());
+    std::fill(buf.begin(), buf.begin() + 8, std::byte{0x5a});
+    BOOST_REQUIRE(qp.post_send({write(1, mr.slice_unchecked(0, 8), mr.remote().slice_unchecked(64, 8))}));
+    Completion wc[1];
+    while (cq.poll(wc).empty()) {
+    }
+    BOOST_TEST(wc[0].ok(), wc[0]);
+    BOOST_TEST((buf[64] == std::byte{0x5a} && buf[71] == std::byte{0x5a}));
+}
+
+// The simulator's QP address names fabric, node and QP number; an address whose node does not hold that QP
+// is forged or corrupted, and connect refuses it (found by tests/fuzz/sim_address).
+BOOST_AUTO_TEST_CASE(sim_connect_refuses_an_address_with_the_wrong_node) {
+    auto dom = open("sim:fabric=handles_node");
+    auto cq = dom.create_cq({.depth = 8});
+    auto a = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    auto b = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+    auto forged = b.address();
+    BOOST_REQUIRE(forged.size() == 24u);
+    forged[19] = std::byte{0x31};  // the node field's top byte
+    BOOST_TEST(contains(what_of([&] { a.connect(forged); }), "the address says node"));
+    BOOST_TEST((a.state() == QpState::init));  // nothing changed: the QP still connects to the real address
+    a.connect(b.address());
+    BOOST_TEST((a.state() == QpState::rts));
 }
 
 BOOST_AUTO_TEST_CASE(registration_rejects_empty_buffers) {

@@ -4,6 +4,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <array>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 using namespace weft;
 
@@ -33,8 +36,63 @@ BOOST_AUTO_TEST_CASE(with_imm_turns_send_and_write_into_their_imm_forms) {
     BOOST_TEST((w.opcode == Opcode::write_with_imm));
     BOOST_TEST(w.remote_addr == 0x9000u);
     BOOST_TEST(w.rkey == 0xabcu);
-    // A read cannot carry immediate data: the result is no longer a send-queue opcode, so post rejects it.
-    BOOST_TEST(!is_request_opcode(read(3, seg, dst).with_imm(1).opcode));
+    // A read cannot carry immediate data: weft::read(...).with_imm() does not compile (see below); a plain
+    // SendRequest holding a read still can be given one, and the result is no longer a send-queue opcode,
+    // so post rejects it.
+    BOOST_TEST(!is_request_opcode(SendRequest(read(3, seg, dst)).with_imm(1).opcode));
+}
+
+namespace {
+template <class R>
+concept takes_imm = requires(const R& r) { r.with_imm(1u); };
+template <class R>
+concept takes_inline = requires(const R& r) { r.inline_data(); };
+template <class R>
+concept takes_solicited = requires(const R& r) { r.solicited(); };
+template <class L>
+concept writes_from = requires(L&& l) { weft::write(1, std::forward<L>(l), dst); };
+template <class L>
+concept sends_from = requires(L&& l) { weft::send(1, std::forward<L>(l)); };
+template <class L>
+concept reads_into = requires(L&& l) { weft::read(1, std::forward<L>(l), dst); };
+template <class L>
+concept receives_into = requires(L&& l) { weft::recv(1, std::forward<L>(l)); };
+using Gather = std::array<LocalSegment, 2>;
+}  // namespace
+
+// Reads and atomics are ReadRequests: immediate data, inline and solicited do not compile on them, and the
+// flags that apply keep the type through a chain.
+static_assert(takes_imm<SendRequest> && takes_inline<SendRequest> && takes_solicited<SendRequest>);
+static_assert(!takes_imm<ReadRequest> && !takes_inline<ReadRequest> && !takes_solicited<ReadRequest>);
+static_assert(std::is_same_v<decltype(read(1, seg, dst).fence().unsignaled().signaled()), ReadRequest>);
+static_assert(std::is_same_v<decltype(fetch_add(1, seg, dst, 1)), ReadRequest>);
+static_assert(std::is_same_v<decltype(compare_swap(1, seg, dst, 1, 2)), ReadRequest>);
+static_assert(takes_imm<decltype(write(1, seg, dst))> && takes_imm<decltype(send(1, seg))>);
+// A gather or scatter list the request would outlive does not compile; a named one does.
+static_assert(writes_from<Gather&> && !writes_from<Gather> && !writes_from<std::vector<LocalSegment>>);
+static_assert(sends_from<Gather&> && !sends_from<Gather> && !sends_from<std::vector<LocalSegment>>);
+static_assert(reads_into<Gather&> && !reads_into<Gather> && !reads_into<std::vector<LocalSegment>>);
+static_assert(receives_into<Gather&> && !receives_into<Gather> && !receives_into<std::vector<LocalSegment>>);
+static_assert(writes_from<std::vector<LocalSegment>&> && receives_into<const std::vector<LocalSegment>&>);
+
+BOOST_AUTO_TEST_CASE(read_requests_convert_to_send_requests_in_a_batch) {
+    std::array<SendRequest, 3> batch{write(1, seg, dst), read(2, seg, dst).fence(),
+                                     fetch_add(3, seg, dst.slice(8, 8), 1).unsignaled()};
+    BOOST_TEST((batch[1].opcode == Opcode::read));
+    BOOST_TEST(has(batch[1].flags, SendFlags::fence));
+    BOOST_TEST(has(batch[1].flags, SendFlags::signaled));
+    BOOST_TEST((batch[2].opcode == Opcode::fetch_add));
+    BOOST_TEST(!has(batch[2].flags, SendFlags::signaled));
+    BOOST_TEST(batch[2].remote_addr == 0x9008u);
+}
+
+BOOST_AUTO_TEST_CASE(unchecked_remote_slices_equal_checked_ones) {
+    for (std::uint64_t off : {0u, 8u, 4000u}) {
+        for (std::uint64_t len : {0u, 8u, 96u}) {
+            BOOST_TEST((dst.slice_unchecked(off, len) == dst.slice(off, len)));
+        }
+    }
+    static_assert(noexcept(dst.slice_unchecked(0, 8)));
 }
 
 BOOST_AUTO_TEST_CASE(flags_chain_and_return_copies) {

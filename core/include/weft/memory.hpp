@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
@@ -74,6 +75,13 @@ public:
     RemoteRegion slice(std::uint64_t offset, std::uint64_t length) const;
     /// The sub-range from `offset` to the end.
     RemoteRegion slice(std::uint64_t offset) const;
+    /// slice() for the data path: inline, noexcept and unchecked in release builds (NDEBUG); a range
+    /// outside the region fails an assertion in debug builds. A request built from a bad range is still
+    /// refused or completes with an error at the peer; nothing outside the region is touched.
+    constexpr RemoteRegion slice_unchecked(std::uint64_t offset, std::uint64_t length) const noexcept {
+        assert(offset <= length_ && length <= length_ - offset && "RemoteRegion::slice_unchecked: range outside the region");
+        return RemoteRegion(addr_ + offset, length, rkey_, backend_);
+    }
 
     /// A fixed-size, versioned, checksummed little-endian encoding.
     Encoded encode() const noexcept;
@@ -125,6 +133,17 @@ public:
     LocalSegment slice(std::size_t offset, std::size_t length) const;
     /// The whole region as one segment (when it is shorter than 4 GiB).
     LocalSegment segment() const { return slice(0, size_); }
+    /// slice() for the data path: inline, noexcept and unchecked in release builds (NDEBUG); a range
+    /// outside the region, or longer than 4 GiB - 1, fails an assertion in debug builds. The backend
+    /// still refuses a segment outside the region (local protection error); nothing is touched.
+    LocalSegment slice_unchecked(std::size_t offset, std::size_t length) const noexcept {
+        assert(impl_ != nullptr && offset <= size_ && length <= size_ - offset && length <= 0xffffffffu &&
+               "MemoryRegion::slice_unchecked: range outside the region");
+        LocalSegment s = whole_;
+        s.addr += offset;
+        s.length = static_cast<std::uint32_t>(length);
+        return s;
+    }
 
     /// The descriptor a peer needs to address this region (meaningful with a remote right).
     const RemoteRegion& remote() const noexcept { return remote_; }

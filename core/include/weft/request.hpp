@@ -12,11 +12,18 @@
 //
 // A request that refers to an external gather list (a span) only borrows it for the duration of the post
 // call: backends copy the list when they accept the request. The memory the segments describe must stay
-// registered and untouched until the request completes.
+// registered and untouched until the request completes. So that the list cannot dangle silently, the
+// builders refuse a temporary list (`weft::write(id, std::array{a, b}, dst)` does not compile): name it.
+//
+// Reads and atomics are built as ReadRequest, which has no with_imm(), inline_data() or solicited():
+// immediate data, inlining and the solicited event belong to requests that carry data to the peer.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
+#include <vector>
 
 #include <weft/memory.hpp>
 #include <weft/types.hpp>
@@ -86,6 +93,28 @@ private:
     }
 };
 
+/// A read, fetch_add or compare_swap from its builder: a SendRequest without the flags that make no sense
+/// for a request whose data comes back. `weft::read(...).with_imm(1)` does not compile (a read cannot carry
+/// immediate data), nor do inline_data() (nothing of it is sent) and solicited() (it raises no event at
+/// the peer). It converts to SendRequest wherever one is expected, so it sits in a braced batch as any
+/// other request.
+struct ReadRequest : SendRequest {
+    SendRequest with_imm(std::uint32_t) const = delete;
+    SendRequest inline_data() const = delete;
+    SendRequest solicited() const = delete;
+
+    /// SendRequest::fence, keeping the type.
+    [[nodiscard]] constexpr ReadRequest fence() const noexcept { return ReadRequest{SendRequest::fence()}; }
+    /// SendRequest::unsignaled, keeping the type.
+    [[nodiscard]] constexpr ReadRequest unsignaled() const noexcept {
+        return ReadRequest{SendRequest::unsignaled()};
+    }
+    /// SendRequest::signaled, keeping the type.
+    [[nodiscard]] constexpr ReadRequest signaled(bool on = true) const noexcept {
+        return ReadRequest{SendRequest::signaled(on)};
+    }
+};
+
 /// One receive: where an incoming send's payload goes (a write_with_imm consumes one without using its
 /// buffers). Build it with weft::recv, post it with QueuePair::post_recv.
 struct RecvRequest {
@@ -147,25 +176,25 @@ constexpr SendRequest write(std::uint64_t id, std::span<const LocalSegment> loca
     return detail::at(detail::make(id, Opcode::write, local), remote);
 }
 /// Read from `remote.addr()` on the peer into `local`.
-constexpr SendRequest read(std::uint64_t id, const LocalSegment& local, const RemoteRegion& remote) noexcept {
-    return detail::at(detail::make(id, Opcode::read, local), remote);
+constexpr ReadRequest read(std::uint64_t id, const LocalSegment& local, const RemoteRegion& remote) noexcept {
+    return ReadRequest{detail::at(detail::make(id, Opcode::read, local), remote)};
 }
-constexpr SendRequest read(std::uint64_t id, std::span<const LocalSegment> local,
+constexpr ReadRequest read(std::uint64_t id, std::span<const LocalSegment> local,
                            const RemoteRegion& remote) noexcept {
-    return detail::at(detail::make(id, Opcode::read, local), remote);
+    return ReadRequest{detail::at(detail::make(id, Opcode::read, local), remote)};
 }
 /// Atomically add `add` to the 8 bytes at `remote.addr()`; the previous value lands in `result`.
-constexpr SendRequest fetch_add(std::uint64_t id, const LocalSegment& result, const RemoteRegion& remote,
+constexpr ReadRequest fetch_add(std::uint64_t id, const LocalSegment& result, const RemoteRegion& remote,
                                 std::uint64_t add) noexcept {
-    SendRequest r = detail::at(detail::make(id, Opcode::fetch_add, result), remote);
+    ReadRequest r{detail::at(detail::make(id, Opcode::fetch_add, result), remote)};
     r.compare_add = add;
     return r;
 }
 /// Atomically replace the 8 bytes at `remote.addr()` with `swap` when they equal `compare`; the previous
 /// value lands in `result` either way.
-constexpr SendRequest compare_swap(std::uint64_t id, const LocalSegment& result, const RemoteRegion& remote,
+constexpr ReadRequest compare_swap(std::uint64_t id, const LocalSegment& result, const RemoteRegion& remote,
                                    std::uint64_t compare, std::uint64_t swap) noexcept {
-    SendRequest r = detail::at(detail::make(id, Opcode::compare_swap, result), remote);
+    ReadRequest r{detail::at(detail::make(id, Opcode::compare_swap, result), remote)};
     r.compare_add = compare;
     r.swap = swap;
     return r;
@@ -191,6 +220,26 @@ constexpr RecvRequest recv(std::uint64_t id, std::span<const LocalSegment> local
     }
     return r;
 }
+
+// A gather or scatter list the request would outlive: a temporary array, vector or braced list. The request
+// keeps a pointer to the list (it is not copied until the post), so these overloads are deleted: keep the
+// list in a named variable that lives until post_send/post_recv returns.
+template <std::size_t N>
+SendRequest send(std::uint64_t, std::array<LocalSegment, N>&&) = delete;
+SendRequest send(std::uint64_t, std::vector<LocalSegment>&&) = delete;
+SendRequest send(std::uint64_t, std::initializer_list<LocalSegment>) = delete;
+template <std::size_t N>
+SendRequest write(std::uint64_t, std::array<LocalSegment, N>&&, const RemoteRegion&) = delete;
+SendRequest write(std::uint64_t, std::vector<LocalSegment>&&, const RemoteRegion&) = delete;
+SendRequest write(std::uint64_t, std::initializer_list<LocalSegment>, const RemoteRegion&) = delete;
+template <std::size_t N>
+ReadRequest read(std::uint64_t, std::array<LocalSegment, N>&&, const RemoteRegion&) = delete;
+ReadRequest read(std::uint64_t, std::vector<LocalSegment>&&, const RemoteRegion&) = delete;
+ReadRequest read(std::uint64_t, std::initializer_list<LocalSegment>, const RemoteRegion&) = delete;
+template <std::size_t N>
+RecvRequest recv(std::uint64_t, std::array<LocalSegment, N>&&) = delete;
+RecvRequest recv(std::uint64_t, std::vector<LocalSegment>&&) = delete;
+RecvRequest recv(std::uint64_t, std::initializer_list<LocalSegment>) = delete;
 
 /// True for the seven request opcodes (send .. compare_swap).
 constexpr bool is_request_opcode(Opcode op) noexcept { return op <= Opcode::compare_swap; }

@@ -41,6 +41,8 @@
 #include <type_traits>
 #include <utility>
 
+#include <weft/sim/fabric.hpp>
+
 namespace weft::testing {
 
 /// One run of a sweep: the seed and the configuration string to open (the base config with `seed=N`).
@@ -60,6 +62,10 @@ struct SweepOptions {
     std::uint64_t first = 1;  ///< the first seed
     /// Whether $WEFT_SIM_SEEDS / $WEFT_SIM_SEED apply (off for searches that must cover a fixed range).
     bool honour_environment = true;
+    /// A seed during which the simulator recorded a misuse of the API (weft::sim::Fabric::misuse(): memory
+    /// released while in use, a CQ overrun, a source buffer changed in flight...) fails, naming it, unless
+    /// this is set: for tests that misuse on purpose.
+    bool allow_misuse = false;
 };
 
 /// What a sweep did.
@@ -159,7 +165,8 @@ inline std::string replay_command(std::uint64_t seed) {
 }
 
 /// Runs `body(seed)` for each seed of the sweep inside the current Boost.Test case. A seed fails when the
-/// body records a failed assertion (BOOST_TEST, BOOST_CHECK, ...) or throws; the sweep then stops, prints
+/// body records a failed assertion (BOOST_TEST, BOOST_CHECK, ...) or throws, or when the simulator records
+/// a misuse of the API while it runs (unless options.allow_misuse); the sweep then stops, prints
 /// the seed and the replay command to stderr, and rethrows what the body threw. Assertion messages carry
 /// the seed as context.
 template <class Body>
@@ -170,6 +177,7 @@ SweepResult sweep(Body&& body, const SweepOptions& options = {}) {
     for (std::uint64_t i = 0; i < count; ++i) {
         Seed s{first + i, detail::with_seed(options.base, first + i), i, count};
         const std::size_t before = detail::failures_so_far();
+        const std::uint64_t misuses_before = weft::sim::Fabric::misuse_tally().count;
         ++result.runs;
         auto report = [&](std::string_view why) {
             result.failed = s.value;
@@ -184,6 +192,14 @@ SweepResult sweep(Body&& body, const SweepOptions& options = {}) {
         } catch (...) {
             report(": the body threw");
             throw;
+        }
+        if (!options.allow_misuse) {
+            const auto tally = weft::sim::Fabric::misuse_tally();
+            if (tally.count != misuses_before) {
+                BOOST_ERROR("seed " << s.value << ": the simulator recorded " << tally.count - misuses_before
+                                    << " misuse(s) of the API, the last: " << tally.last
+                                    << " (SweepOptions::allow_misuse accepts them)");
+            }
         }
         if (detail::failures_so_far() != before) {
             report("");

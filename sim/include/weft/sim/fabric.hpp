@@ -131,6 +131,15 @@ public:
     /// Forgets the recorded misuses.
     void clear_misuse();
 
+    /// Misuses recorded by every fabric of the process since it started (clear_misuse() does not lower
+    /// it), and the text of the latest one. weft::testing::sweep compares it around each seed.
+    struct MisuseTally {
+        std::uint64_t count = 0;  ///< misuses recorded in this process
+        std::string last;         ///< the latest one's sentence; empty when none
+    };
+    /// The process-wide tally of misuses (see MisuseTally).
+    static MisuseTally misuse_tally();
+
 private:
     explicit Fabric(std::shared_ptr<detail::FabricState> state) : state_(std::move(state)) {}
     std::shared_ptr<detail::FabricState> state_;
