@@ -1,7 +1,7 @@
 # tools/deps.sh — installs the Debian 12 packages weft builds and tests with, when any is missing.
 # Sourced by tools/demo and tools/test; needs root (or sudo) for apt-get.
 weft_packages=(
-  cmake ninja-build g++ pkg-config
+  cmake ninja-build g++ clang pkg-config doxygen
   libboost-test-dev librange-v3-dev
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libfabric-dev libfabric-bin

@@ -41,7 +41,6 @@ void break_qp(Side& s) {
     LocalSegment bad = s.mr.slice(0, 8);
     bad.lkey ^= 0x5a5a5;
     BOOST_REQUIRE(s.qp.post_recv({recv(99, bad)}));
-    Completion c;
     Completion wc[1];
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (s.cq.poll(wc).empty()) {

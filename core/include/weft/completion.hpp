@@ -22,10 +22,11 @@ struct Completion {
     std::uint32_t imm = 0;           ///< immediate data in host byte order, when has_imm
     std::uint32_t qp_num = 0;        ///< the local QP the request was posted on
     std::uint32_t vendor_err = 0;    ///< the backend's own error code, for diagnostics
-    WcStatus status = WcStatus::success;
-    Opcode opcode = Opcode::send;
-    bool has_imm = false;
+    WcStatus status = WcStatus::success;  ///< success, or what went wrong
+    Opcode opcode = Opcode::send;    ///< what completed (see Opcode for the opcodes completions report)
+    bool has_imm = false;            ///< whether `imm` carries immediate data
 
+    /// True when the request succeeded.
     constexpr bool ok() const noexcept { return status == WcStatus::success; }
     /// True for completions of the receive queue.
     constexpr bool is_recv() const noexcept {

@@ -22,28 +22,35 @@ namespace weft {
 
 /// A key a backend accepts, for validation and for `weft::backends()` listings.
 struct KeySpec {
-    std::string_view name;
+    std::string_view name;  ///< the key, as written in a config string
     std::string_view help;  ///< what it means, its accepted values and its default
 };
 
+/// A parsed configuration string, `backend[:key=value{,key=value}]`.
 class Config {
 public:
     /// Throws weft::Error (invalid_config) naming the position and the problem.
     static Config parse(std::string_view text);
 
+    /// The backend name, before the ':'.
     const std::string& backend() const noexcept { return backend_; }
+    /// The key=value pairs in the order given.
     const std::vector<std::pair<std::string, std::string>>& entries() const noexcept { return entries_; }
     /// The text as given.
     const std::string& text() const noexcept { return text_; }
 
+    /// Whether `key` was given.
     bool has(std::string_view key) const noexcept { return find(key) != nullptr; }
+    /// The value of `key`, if given.
     std::optional<std::string_view> get(std::string_view key) const noexcept;
 
     /// Typed getters; a present but malformed or out-of-range value throws weft::Error (invalid_config)
     /// that names the key, the value and what is accepted.
     std::string get_string(std::string_view key, std::string_view fallback) const;
+    /// An unsigned integer in [min, max]; `fallback` when the key is absent.
     std::uint64_t get_uint(std::string_view key, std::uint64_t fallback, std::uint64_t min,
                            std::uint64_t max) const;
+    /// A number in [min, max]; `fallback` when the key is absent.
     double get_double(std::string_view key, double fallback, double min, double max) const;
     /// Accepts 1/0, true/false, yes/no, on/off.
     bool get_bool(std::string_view key, bool fallback) const;

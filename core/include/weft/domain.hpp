@@ -62,7 +62,7 @@ std::string_view to_string(Feature f) noexcept;
 
 /// What a domain can do; fixed when the domain is opened.
 struct Capabilities {
-    BackendKind kind = BackendKind::sim;
+    BackendKind kind = BackendKind::sim;  ///< which backend opened the domain
     std::string backend;            ///< "sim", "verbs", "ofi"
     std::string device;             ///< device, provider or fabric name
     /// Which stack's documented deviations from the specification apply ("spec", "rxe", ...); see
@@ -70,12 +70,13 @@ struct Capabilities {
     std::string profile = "spec";
     std::uint32_t features = 0;     ///< Feature bits
     std::uint32_t max_qp_wr = 0;    ///< largest max_send / max_recv
-    std::uint32_t max_sge = 0;
-    std::uint32_t max_inline = 0;
-    std::uint32_t max_cqe = 0;
-    std::uint64_t max_msg_size = 0;
-    std::uint64_t max_mr_size = 0;
+    std::uint32_t max_sge = 0;      ///< largest gather/scatter list of one request
+    std::uint32_t max_inline = 0;   ///< largest inline payload of a send request, in bytes
+    std::uint32_t max_cqe = 0;      ///< largest CompletionQueue depth
+    std::uint64_t max_msg_size = 0; ///< largest message of one request, in bytes
+    std::uint64_t max_mr_size = 0;  ///< largest registered region, in bytes
 
+    /// Whether the domain has optional feature `f`.
     bool has(Feature f) const noexcept { return (features & static_cast<std::uint32_t>(f)) != 0; }
     /// Whether request opcode `op` is supported at all.
     bool supports(Opcode op) const noexcept;
@@ -87,23 +88,26 @@ class CompletionQueue;
 class CqRef {
 public:
     CqRef() noexcept = default;
+    /// Refers to `cq`, which must outlive the call that takes the options.
     CqRef(CompletionQueue& cq) noexcept : cq_(&cq) {}  // NOLINT(google-explicit-constructor): reads naturally
+    /// The queue referred to; null when none was given.
     CompletionQueue* get() const noexcept { return cq_; }
 
 private:
     CompletionQueue* cq_ = nullptr;
 };
 
+/// Options of Domain::create_cq.
 struct CqOptions {
     std::uint32_t depth = 256;  ///< completions the queue holds; the backend may round up
 };
 
 /// RC queue-pair options. Transport attributes carry their verbs meanings (IB spec encodings).
 struct QpOptions {
-    CqRef send_cq;
-    CqRef recv_cq;
-    std::uint32_t max_send = 128;
-    std::uint32_t max_recv = 128;
+    CqRef send_cq;                      ///< where completions of send-queue requests go (required)
+    CqRef recv_cq;                      ///< where completions of receives go (required; may be send_cq)
+    std::uint32_t max_send = 128;       ///< send-queue requests outstanding at once
+    std::uint32_t max_recv = 128;       ///< receives outstanding at once
     std::uint32_t max_sge = 1;          ///< per request, send and receive
     std::uint32_t max_inline = 0;       ///< bytes of inline payload per send request
     std::uint8_t timeout = 14;          ///< local ACK timeout: 4.096 us * 2^timeout (0 = infinite)
@@ -114,20 +118,26 @@ struct QpOptions {
 
 /// The limits a created QP really got (backends may grant more than asked).
 struct QpCaps {
-    std::uint32_t max_send = 0;
-    std::uint32_t max_recv = 0;
-    std::uint32_t max_sge = 0;
-    std::uint32_t max_inline = 0;
+    std::uint32_t max_send = 0;    ///< send-queue requests outstanding at once
+    std::uint32_t max_recv = 0;    ///< receives outstanding at once
+    std::uint32_t max_sge = 0;     ///< segments per request
+    std::uint32_t max_inline = 0;  ///< inline payload bytes per send request
 };
 
+/// Completions of the requests of the QPs that use it (Domain::create_cq). Move-only; QPs keep it alive.
 class CompletionQueue {
 public:
+    /// An empty handle (false); assign one from Domain::create_cq.
     CompletionQueue() noexcept;
+    /// Wraps a backend's queue (for backends and tests; users call Domain::create_cq).
     explicit CompletionQueue(std::shared_ptr<detail::CqImpl> impl) noexcept;
-    CompletionQueue(CompletionQueue&&) noexcept;
-    CompletionQueue& operator=(CompletionQueue&&) noexcept;
+    /// Takes the queue from `other`, which becomes empty.
+    CompletionQueue(CompletionQueue&& other) noexcept;
+    /// Releases this handle's queue and takes the one of `other`.
+    CompletionQueue& operator=(CompletionQueue&& other) noexcept;
     ~CompletionQueue();
 
+    /// Whether the handle holds a queue.
     explicit operator bool() const noexcept { return impl_ != nullptr; }
 
     /// Fills a prefix of `out` with completions and returns it; empty when there are none. Never blocks,
@@ -140,22 +150,31 @@ public:
     /// Feature::cq_fd. After it fires, poll until empty, then wait on it again.
     int fd() const;
 
+    /// Completions the queue holds (at least CqOptions::depth).
     std::uint32_t depth() const noexcept;
+    /// The backend's object (for backends and tests).
     detail::CqImpl* impl() const noexcept { return impl_.get(); }
+    /// The backend's object, shared (for backends and tests).
     const std::shared_ptr<detail::CqImpl>& shared_impl() const noexcept { return impl_; }
 
 private:
     std::shared_ptr<detail::CqImpl> impl_;
 };
 
+/// A reliable connection to one peer QP (Domain::create_qp). Move-only; destroying it destroys the QP.
 class QueuePair {
 public:
+    /// An empty handle (false); assign one from Domain::create_qp.
     QueuePair() noexcept;
+    /// Wraps a backend's QP (for backends and tests; users call Domain::create_qp).
     explicit QueuePair(std::unique_ptr<detail::QpImpl> impl) noexcept;
-    QueuePair(QueuePair&&) noexcept;
-    QueuePair& operator=(QueuePair&&) noexcept;
+    /// Takes the QP from `other`, which becomes empty.
+    QueuePair(QueuePair&& other) noexcept;
+    /// Destroys this handle's QP and takes the one of `other`.
+    QueuePair& operator=(QueuePair&& other) noexcept;
     ~QueuePair();
 
+    /// Whether the handle holds a QP.
     explicit operator bool() const noexcept { return impl_ != nullptr; }
 
     /// Bytes to hand to the peer, which passes them to its connect().
@@ -166,47 +185,65 @@ public:
 
     /// Posts a batch to the send queue: one call into the backend, no allocation, no exception.
     PostStatus post_send(std::span<const SendRequest> batch) noexcept;
+    /// Posts a braced batch: `qp.post_send({weft::write(...), weft::read(...)})`.
     PostStatus post_send(std::initializer_list<SendRequest> batch) noexcept {
         return post_send(std::span<const SendRequest>(batch.begin(), batch.size()));
     }
     /// Posts a batch to the receive queue. Allowed before connect().
     PostStatus post_recv(std::span<const RecvRequest> batch) noexcept;
+    /// Posts a braced batch of receives.
     PostStatus post_recv(std::initializer_list<RecvRequest> batch) noexcept {
         return post_recv(std::span<const RecvRequest>(batch.begin(), batch.size()));
     }
 
+    /// The QP's state (verbs meanings): init when created, rts once connected, error after a failure.
     QpState state() const noexcept;
+    /// The QP's number, as in Completion::qp_num.
     std::uint32_t qp_num() const noexcept;
+    /// The limits the QP really got.
     const QpCaps& caps() const noexcept;
+    /// The backend's object (for backends and tests).
     detail::QpImpl* impl() const noexcept { return impl_.get(); }
 
 private:
     std::unique_ptr<detail::QpImpl> impl_;
 };
 
+/// An opened backend (weft::open): registers memory, creates completion queues and queue pairs.
+/// Move-only; the objects it creates keep it alive.
 class Domain {
 public:
+    /// An empty handle (false); assign one from weft::open.
     Domain() noexcept;
+    /// Wraps a backend's domain (for backends and tests; users call weft::open).
     explicit Domain(std::shared_ptr<detail::DomainImpl> impl) noexcept;
-    Domain(Domain&&) noexcept;
-    Domain& operator=(Domain&&) noexcept;
+    /// Takes the domain from `other`, which becomes empty.
+    Domain(Domain&& other) noexcept;
+    /// Releases this handle's domain and takes the one of `other`.
+    Domain& operator=(Domain&& other) noexcept;
     ~Domain();
 
+    /// Whether the handle holds a domain.
     explicit operator bool() const noexcept { return impl_ != nullptr; }
 
     /// Registers `memory` with `access`. Throws weft::Error when the backend refuses (size, rights,
     /// resources). The bytes must outlive the region.
     MemoryRegion register_memory(std::span<std::byte> memory, Access access);
+    /// Registers the `length` bytes at `addr` with `access`, like the span overload.
     MemoryRegion register_memory(void* addr, std::size_t length, Access access);
 
+    /// Creates a completion queue. Throws weft::Error when the depth is 0 or exceeds Capabilities::max_cqe.
     CompletionQueue create_cq(const CqOptions& options = {});
     /// Throws weft::Error when a CQ is missing or a limit exceeds the capabilities (naming the limit).
     QueuePair create_qp(const QpOptions& options);
 
+    /// What the domain can do.
     const Capabilities& capabilities() const noexcept;
     /// The configuration this domain was opened with.
     const Config& config() const noexcept;
+    /// The backend's object (for backends and tests).
     detail::DomainImpl* impl() const noexcept { return impl_.get(); }
+    /// The backend's object, shared (for backends and tests).
     const std::shared_ptr<detail::DomainImpl>& shared_impl() const noexcept { return impl_; }
 
 private:
@@ -223,9 +260,9 @@ std::string default_config();
 
 /// A backend known to this build, and whether it can run here.
 struct BackendInfo {
-    std::string name;
-    std::string summary;
-    bool usable = false;
+    std::string name;             ///< "sim", "verbs", "ofi": the first word of a config string
+    std::string summary;          ///< one line saying what it is
+    bool usable = false;          ///< whether weft::open can open it here
     std::string reason;           ///< why not, when unusable
     std::string module;           ///< the plugin file it comes from; empty for built-ins
     std::vector<KeySpec> keys;    ///< accepted configuration keys (empty when the plugin did not load)

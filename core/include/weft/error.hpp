@@ -47,7 +47,9 @@ inline std::error_code make_error_code(Errc e) noexcept { return {static_cast<in
 /// "weft[BACKEND] OBJECT: MESSAGE: CODE TEXT", naming the backend and object when known.
 class Error : public std::system_error {
 public:
+    /// An error with `code` and `message`, raised by `backend` about `object` (each may be empty).
     Error(std::error_code code, std::string message, std::string_view backend = {}, std::string_view object = {});
+    /// The same with one of weft's own codes.
     Error(Errc code, std::string message, std::string_view backend = {}, std::string_view object = {})
         : Error(make_error_code(code), std::move(message), backend, object) {}
 
@@ -70,5 +72,7 @@ private:
 
 }  // namespace weft
 
+/// \cond
 template <>
 struct std::is_error_code_enum<weft::Errc> : std::true_type {};
+/// \endcond

@@ -35,12 +35,17 @@ class ListenerImpl;
 /// thread at a time may call accept(). Destroying it stops listening and refuses connects not yet accepted.
 class Listener {
 public:
+    /// An empty handle (false); assign one from weft::listen.
     Listener() noexcept;
+    /// Wraps a backend's listener (for backends and tests; users call weft::listen).
     explicit Listener(std::unique_ptr<detail::ListenerImpl> impl) noexcept;
-    Listener(Listener&&) noexcept;
-    Listener& operator=(Listener&&) noexcept;
+    /// Takes the listener from `other`, which becomes empty.
+    Listener(Listener&& other) noexcept;
+    /// Stops this handle's listener and takes the one of `other`.
+    Listener& operator=(Listener&& other) noexcept;
     ~Listener();
 
+    /// Whether the handle holds a listener.
     explicit operator bool() const noexcept { return impl_ != nullptr; }
 
     /// Waits up to `timeout` for the next peer's connect() and connects the fresh QP `qp` (state init, from
@@ -54,6 +59,7 @@ public:
     /// port 0 was asked for. A peer passes it to weft::connect().
     std::string address() const;
 
+    /// The backend's object (for backends and tests).
     detail::ListenerImpl* impl() const noexcept { return impl_.get(); }
 
 private:

@@ -32,14 +32,16 @@ std::string_view to_string(BackendKind kind) noexcept;
 /// A piece of registered local memory, as a request's scatter/gather entry. Plain value; the region it
 /// came from must stay registered until every request using it has completed.
 struct LocalSegment {
-    std::uint64_t addr = 0;
-    std::uint32_t length = 0;
-    std::uint32_t lkey = 0;
+    std::uint64_t addr = 0;    ///< first byte, a local virtual address
+    std::uint32_t length = 0;  ///< bytes
+    std::uint32_t lkey = 0;    ///< the local key of the region it lies in
     /// The backend's own handle for the region (libfabric's MR descriptor); may be null, in which case
     /// the backend finds the region by lkey.
     void* desc = nullptr;
 
+    /// The first byte, as a pointer.
     std::byte* data() const noexcept { return reinterpret_cast<std::byte*>(addr); }
+    /// Same address, length, key and descriptor.
     friend bool operator==(const LocalSegment&, const LocalSegment&) = default;
 };
 
@@ -47,17 +49,25 @@ struct LocalSegment {
 /// encode()/decode().
 class RemoteRegion {
 public:
+    /// Bytes of encode()'s result.
     static constexpr std::size_t encoded_size = 36;
+    /// encode()'s result: a fixed-size byte array.
     using Encoded = std::array<std::byte, encoded_size>;
 
+    /// An empty region (length 0).
     constexpr RemoteRegion() noexcept = default;
+    /// A region from its parts (backends build these; users get them from MemoryRegion::remote or decode).
     constexpr RemoteRegion(std::uint64_t addr, std::uint64_t length, std::uint64_t rkey,
                            BackendKind backend) noexcept
         : addr_(addr), length_(length), rkey_(rkey), backend_(backend) {}
 
+    /// The first byte's address as the peer's backend addresses it (a virtual address or an offset).
     constexpr std::uint64_t addr() const noexcept { return addr_; }
+    /// Bytes.
     constexpr std::uint64_t length() const noexcept { return length_; }
+    /// The remote key.
     constexpr std::uint64_t rkey() const noexcept { return rkey_; }
+    /// The backend that registered it; requests of another backend refuse it.
     constexpr BackendKind backend() const noexcept { return backend_; }
 
     /// The sub-range [offset, offset + length). Throws weft::Error (invalid_argument) when it does not lie
@@ -79,6 +89,7 @@ public:
     /// naming the first problem found.
     static RemoteRegion decode(std::span<const std::byte> bytes);
 
+    /// Same address, length, key and backend.
     friend bool operator==(const RemoteRegion&, const RemoteRegion&) = default;
 
 private:
@@ -93,18 +104,28 @@ std::ostream& operator<<(std::ostream& os, const RemoteRegion& r);
 /// A registered memory region. Move-only; destroying it (or assigning over it) deregisters the memory.
 class MemoryRegion {
 public:
+    /// An empty handle (false); assign one from Domain::register_memory.
     MemoryRegion() noexcept;
+    /// Wraps a backend's registration (for backends and tests; users call Domain::register_memory).
     explicit MemoryRegion(std::unique_ptr<detail::MrImpl> impl) noexcept;
-    MemoryRegion(MemoryRegion&&) noexcept;
-    MemoryRegion& operator=(MemoryRegion&&) noexcept;
+    /// Takes the registration from `other`, which becomes empty.
+    MemoryRegion(MemoryRegion&& other) noexcept;
+    /// Deregisters this handle's memory and takes the registration of `other`.
+    MemoryRegion& operator=(MemoryRegion&& other) noexcept;
     ~MemoryRegion();
 
+    /// Whether the handle holds a registration.
     explicit operator bool() const noexcept { return impl_ != nullptr; }
 
+    /// The first registered byte.
     std::byte* data() const noexcept { return reinterpret_cast<std::byte*>(whole_.addr); }
+    /// Registered bytes.
     std::size_t size() const noexcept { return size_; }
+    /// The local key, as in LocalSegment::lkey.
     std::uint32_t lkey() const noexcept { return whole_.lkey; }
+    /// The remote key, as in RemoteRegion::rkey.
     std::uint64_t rkey() const noexcept { return remote_.rkey(); }
+    /// The rights it was registered with.
     Access access() const noexcept { return access_; }
 
     /// The bytes [offset, offset + length) as a LocalSegment. Throws weft::Error (invalid_argument) when
@@ -127,6 +148,7 @@ public:
     /// The descriptor a peer needs to address this region (meaningful with a remote right).
     const RemoteRegion& remote() const noexcept { return remote_; }
 
+    /// The backend's object (for backends and tests).
     detail::MrImpl* impl() const noexcept { return impl_.get(); }
 
 private:

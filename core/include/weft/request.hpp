@@ -30,6 +30,9 @@
 
 namespace weft {
 
+/// One send-queue request: send, write, read or an atomic. Build it with weft::send, weft::write,
+/// weft::read, weft::fetch_add or weft::compare_swap and the flag methods, then post it with
+/// QueuePair::post_send.
 struct SendRequest {
     std::uint64_t id = 0;              ///< returned in the completion; opaque to weft
     std::uint64_t remote_addr = 0;     ///< write, read, atomics
@@ -40,9 +43,10 @@ struct SendRequest {
     LocalSegment sge{};                ///< the single local segment when sg_list is null
     std::uint32_t num_sge = 0;         ///< number of segments (0 = zero-length operation)
     std::uint32_t imm = 0;             ///< immediate data, host byte order
-    Opcode opcode = Opcode::send;
-    SendFlags flags = SendFlags::signaled;
+    Opcode opcode = Opcode::send;      ///< what the request does
+    SendFlags flags = SendFlags::signaled;  ///< signaled, fence, inline_data, solicited
 
+    /// The gather list: `sg_list` when set, else `sge` (num_sge of them).
     std::span<const LocalSegment> segments() const noexcept {
         return sg_list ? std::span<const LocalSegment>(sg_list, num_sge)
                        : std::span<const LocalSegment>(&sge, num_sge);
@@ -68,6 +72,7 @@ struct SendRequest {
     [[nodiscard]] constexpr SendRequest fence() const noexcept { return with(SendFlags::fence); }
     /// Copy the payload at post time (up to the QP's max_inline bytes); no registration needed.
     [[nodiscard]] constexpr SendRequest inline_data() const noexcept { return with(SendFlags::inline_data); }
+    /// Ask the responder's completion queue to wake a waiter for solicited events (send, write_with_imm).
     [[nodiscard]] constexpr SendRequest solicited() const noexcept { return with(SendFlags::solicited); }
     /// No completion on success (errors still complete). Requests are signaled by default.
     [[nodiscard]] constexpr SendRequest unsignaled() const noexcept {
@@ -75,6 +80,7 @@ struct SendRequest {
         r.flags = r.flags & ~SendFlags::signaled;
         return r;
     }
+    /// A completion on success when `on` (the default), none when not.
     [[nodiscard]] constexpr SendRequest signaled(bool on = true) const noexcept {
         return on ? with(SendFlags::signaled) : unsignaled();
     }
@@ -97,25 +103,32 @@ struct ReadRequest : SendRequest {
     SendRequest inline_data() const = delete;
     SendRequest solicited() const = delete;
 
+    /// SendRequest::fence, keeping the type.
     [[nodiscard]] constexpr ReadRequest fence() const noexcept { return ReadRequest{SendRequest::fence()}; }
+    /// SendRequest::unsignaled, keeping the type.
     [[nodiscard]] constexpr ReadRequest unsignaled() const noexcept {
         return ReadRequest{SendRequest::unsignaled()};
     }
+    /// SendRequest::signaled, keeping the type.
     [[nodiscard]] constexpr ReadRequest signaled(bool on = true) const noexcept {
         return ReadRequest{SendRequest::signaled(on)};
     }
 };
 
+/// One receive: where an incoming send's payload goes (a write_with_imm consumes one without using its
+/// buffers). Build it with weft::recv, post it with QueuePair::post_recv.
 struct RecvRequest {
-    std::uint64_t id = 0;
+    std::uint64_t id = 0;                   ///< returned in the completion; opaque to weft
     const LocalSegment* sg_list = nullptr;  ///< borrowed scatter list; null means `sge` is the only one
-    LocalSegment sge{};
-    std::uint32_t num_sge = 0;
+    LocalSegment sge{};                     ///< the single local segment when sg_list is null
+    std::uint32_t num_sge = 0;              ///< number of segments (0: a receive without buffer)
 
+    /// The scatter list: `sg_list` when set, else `sge` (num_sge of them).
     std::span<const LocalSegment> segments() const noexcept {
         return sg_list ? std::span<const LocalSegment>(sg_list, num_sge)
                        : std::span<const LocalSegment>(&sge, num_sge);
     }
+    /// Sum of the segment lengths: the largest payload it takes.
     std::uint64_t length() const noexcept {
         std::uint64_t n = 0;
         for (const auto& s : segments()) n += s.length;

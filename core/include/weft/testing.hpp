@@ -47,18 +47,19 @@ namespace weft::testing {
 
 /// One run of a sweep: the seed and the configuration string to open (the base config with `seed=N`).
 struct Seed {
-    std::uint64_t value = 1;
+    std::uint64_t value = 1;  ///< the seed
     std::string config;   ///< e.g. "sim:seed=17,mtu=1024"; open every node of the run with it
     std::uint64_t index = 0;  ///< 0-based position in the sweep
     std::uint64_t count = 1;  ///< seeds the sweep runs
 };
 
+/// What weft::testing::sweep runs.
 struct SweepOptions {
     /// Base configuration: `sim` or `sim:key=value,...` without `seed`.
     std::string base = "sim";
     /// Seeds to run (first, first + 1, ...); $WEFT_SIM_SEEDS overrides it, $WEFT_SIM_SEED=k runs only k.
     std::uint64_t seeds = 100;
-    std::uint64_t first = 1;
+    std::uint64_t first = 1;  ///< the first seed
     /// Whether $WEFT_SIM_SEEDS / $WEFT_SIM_SEED apply (off for searches that must cover a fixed range).
     bool honour_environment = true;
     /// A seed during which the simulator recorded a misuse of the API (weft::sim::Fabric::misuse(): memory
@@ -71,6 +72,7 @@ struct SweepOptions {
 struct SweepResult {
     std::uint64_t runs = 0;                  ///< seeds run (including a failing one)
     std::optional<std::uint64_t> failed;     ///< the first failing seed
+    /// True when no seed failed.
     bool ok() const noexcept { return !failed; }
 };
 
@@ -248,6 +250,7 @@ SweepResult check_determinism(Body&& body, const SweepOptions& options = {}) {
 /// digests of buffers, virtual time.
 class Trace {
 public:
+    /// Appends `value` as an ostream prints it.
     template <class T>
     Trace& operator<<(const T& value) {
         out_ << value;
@@ -261,6 +264,7 @@ public:
         out_ << "digest=" << std::hex << h << std::dec << '\n';
         return *this;
     }
+    /// The text so far.
     std::string str() const { return out_.str(); }
 
 private:

@@ -52,13 +52,13 @@ public:
         double drop = 0;       ///< lost; the requester's ACK timeout or a sequence NAK recovers it
         double duplicate = 0;  ///< arrives twice; the responder acknowledges the copy again
         double delay = 0;      ///< held up by 1..max_delay ns; a later packet may overtake it (sequence NAK)
-        std::chrono::nanoseconds max_delay{10000};
+        std::chrono::nanoseconds max_delay{10000};  ///< longest delay of a delayed packet
     };
     /// Counters of what the fault model did.
     struct Stats {
         std::uint64_t dropped = 0;     ///< by drop=, a cut link or a crashed node
-        std::uint64_t duplicated = 0;
-        std::uint64_t delayed = 0;
+        std::uint64_t duplicated = 0;  ///< by duplicate=
+        std::uint64_t delayed = 0;     ///< by delay=
         std::uint64_t retransmitted = 0;  ///< requests sent again after a timeout or a sequence NAK
     };
 
@@ -74,7 +74,9 @@ public:
     /// True when no message, acknowledgement or timer is pending.
     bool idle() const;
 
+    /// The fabric's name (the `fabric` key).
     const std::string& name() const;
+    /// The seed every random choice comes from (the `seed` key).
     std::uint64_t seed() const;
     /// Events processed since the fabric was created.
     std::uint64_t events_processed() const;
@@ -83,11 +85,13 @@ public:
 
     /// Replaces the packet fault probabilities (initially from the drop/duplicate/delay keys).
     void set_faults(const Faults& faults);
+    /// The packet fault probabilities in force.
     Faults faults() const;
     /// Cuts the link between the nodes of two domains for `duration` of virtual time (or until heal()):
     /// packets between them are lost, so RC requests end in transport_retry_exceeded after
     /// timeout x (retry_cnt + 1) unless the link comes back first.
     void cut(const Domain& a, const Domain& b, std::chrono::nanoseconds duration = forever);
+    /// Restores a link cut with cut().
     void heal(const Domain& a, const Domain& b);
     /// The node of `domain` stops for good: it sends, receives and completes nothing more.
     void crash(const Domain& domain);
@@ -96,7 +100,9 @@ public:
     /// The next `count` register_memory / create_qp calls on this fabric throw weft::Error
     /// (resource_exhausted, "injected").
     void fail_next_registration(unsigned count = 1);
+    /// Like fail_next_registration, for create_qp.
     void fail_next_qp_creation(unsigned count = 1);
+    /// What the fault model did so far.
     Stats stats() const;
 
     // ---- trace
@@ -107,6 +113,7 @@ public:
     /// the same trace. The key `trace=PATH` starts one at fabric creation and writes it to PATH when the
     /// last domain of the fabric closes.
     void start_trace(std::size_t max_records = std::size_t{1} << 20);
+    /// Stops recording; the records so far stay readable.
     void stop_trace();
     /// The trace as Chrome/Perfetto trace-event JSON (ui.perfetto.dev or chrome://tracing): one process
     /// per node, one thread per QP, times in virtual microseconds.
@@ -127,9 +134,10 @@ public:
     /// Misuses recorded by every fabric of the process since it started (clear_misuse() does not lower
     /// it), and the text of the latest one. weft::testing::sweep compares it around each seed.
     struct MisuseTally {
-        std::uint64_t count = 0;
-        std::string last;
+        std::uint64_t count = 0;  ///< misuses recorded in this process
+        std::string last;         ///< the latest one's sentence; empty when none
     };
+    /// The process-wide tally of misuses (see MisuseTally).
     static MisuseTally misuse_tally();
 
 private:
