@@ -10,7 +10,9 @@ if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null; then
 fi
 hide=""
 for lib in libibverbs.so.1 libfabric.so.1; do
-  path=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
+  # awk reads to the end: an early exit would kill ldconfig with SIGPIPE, failing the pipeline (pipefail)
+  # whenever ldconfig had not finished writing.
+  path=$(ldconfig -p | awk -v l="$lib" '$1 == l && !found { print $NF; found = 1 }')
   [ -n "$path" ] && hide="$hide mount --bind /dev/null $(readlink -f "$path");"
 done
 unshare -m sh -c "$hide \"$info\"; \"$pingpong\" --backend sim --iters 100" > out.txt 2>&1 || { cat out.txt; exit 1; }
