@@ -61,4 +61,29 @@ bool late_receive_fixed(const std::string& config);
 bool ignored_errors(const std::string& config);
 bool ignored_errors_fixed(const std::string& config);
 
+// (f) A server posts its reply and, in the next call, re-posts its receive: the program may pause between
+// the two while the reply reaches a client (rnr_retry=0) that sends at once. Fix: re-post first.
+bool reply_then_repost(const std::string& config);
+bool reply_then_repost_fixed(const std::string& config);
+
+// (g) A client takes a credit back when its request completes, before the server's program re-posted the
+// receive. Fix: the credit comes back with the reply.
+bool credit_off_by_one(const std::string& config);
+bool credit_off_by_one_fixed(const std::string& config);
+
+// (h) Data written on one QP, "ready" sent on another: QPs are not ordered with each other. Fix: notify on
+// the QP that carried the data.
+bool cross_qp_notification(const std::string& config);
+bool cross_qp_notification_fixed(const std::string& config);
+
+// (i) A lock released by an unfenced write posted after a read in the critical section: the release may
+// take effect before the read. Fix: fence the release.
+bool lock_without_fence(const std::string& config);
+bool lock_without_fence_fixed(const std::string& config);
+
+// (j) One RDMA read of a record the owner's CPU keeps rewriting, trusted as a snapshot: the NIC reads the
+// record packet by packet, so a store in between splits it. Fix: check the record is whole, read again if not.
+bool cpu_writer_racing_read(const std::string& config);
+bool cpu_writer_racing_read_fixed(const std::string& config);
+
 }  // namespace weft::bugs

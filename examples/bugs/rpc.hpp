@@ -57,16 +57,32 @@ inline void post_reply_recv(Node& client) {
 }
 
 /// Polls both nodes and hands completions to the handlers until `done()`; false when nothing is in flight
-/// and nothing is left to poll first (the programs hang).
+/// and nothing is left to poll first (the programs hang). Each step polls the node whose program is
+/// furthest behind in program time, as two programs running side by side would, so that neither runs
+/// ahead of the other (docs/simulator.md, "Program time").
 template <class OnA, class OnB, class Done>
 bool drive(Node& a, Node& b, OnA&& on_a, OnB&& on_b, Done&& done) {
     Completion wc[4];
+    const auto fabric = sim::Fabric::of(a.dom);
+    bool a_last = false;
+    bool a_quiet = false, b_quiet = false;  // polled empty with nothing in flight before the poll
     while (!done()) {
+        const auto ta = fabric.program_time(a.dom), tb = fabric.program_time(b.dom);
+        const bool a_first = ta != tb ? ta < tb : !a_last;  // a tie: take turns
+        a_last = a_first;
+        Node& n = a_first ? a : b;
+        const bool idle_before = fabric.idle();
         bool any = false;
-        for (const auto& c : a.cq.poll(wc)) any = true, on_a(c);
-        if (done()) break;
-        for (const auto& c : b.cq.poll(wc)) any = true, on_b(c);
-        if (!any && sim::Fabric::of(a.dom).idle()) return false;
+        for (const auto& c : n.cq.poll(wc)) {
+            any = true;
+            if (a_first) on_a(c);
+            else on_b(c);
+        }
+        // Hung: each node polled empty while nothing was in flight. (A poll that ran the fabric may have
+        // put a completion on the other node's queue, so only a poll of an idle fabric counts.)
+        if (any || !idle_before) a_quiet = b_quiet = false;
+        else (a_first ? a_quiet : b_quiet) = true;
+        if (a_quiet && b_quiet) return false;
     }
     return true;
 }

@@ -13,11 +13,18 @@
 // numbers stand in for PSNs); a read or atomic may be deferred past later unfenced messages. RNR NAKs rewind
 // the requester (go-back-N); missing acknowledgements trigger retransmission after the local ACK timeout.
 // Completions are produced in posting order.
+//
+// The simulator's classes are hidden from the library's exported symbols: nothing outside libweft names
+// them, and calls among them then bind directly (no PLT) and may be inlined.
 #pragma once
+
+#include "event_queue.hpp"
 
 #include <weft/backend.hpp>
 #include <weft/sim/fabric.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -30,6 +37,7 @@ namespace weft::sim::detail {
 class SimCq;
 class SimDomain;
 class SimQp;
+struct SqEntry;
 
 /// Legal behaviours the seed may choose (`reorder=` key); bit flags.
 enum Reorder : std::uint32_t {
@@ -38,7 +46,8 @@ enum Reorder : std::uint32_t {
     reorder_read_after_write = 1u << 1,  ///< a read/atomic may execute after later unfenced messages
     reorder_jitter = 1u << 2,            ///< acknowledgements and responses arrive with seeded extra delay
     reorder_qp_paths = 1u << 3,          ///< each QP sends on its own engine and path: QPs overtake each other
-    reorder_all = reorder_torn | reorder_read_after_write | reorder_jitter | reorder_qp_paths,
+    reorder_program = 1u << 4,           ///< each API call takes effect after a seeded delay of program time
+    reorder_all = reorder_torn | reorder_read_after_write | reorder_jitter | reorder_qp_paths | reorder_program,
 };
 
 /// Which stack's documented deviations the simulator reproduces (`profile=` key).
@@ -59,7 +68,11 @@ struct Params {
     double duplicate = 0;              ///< probability a packet arrives twice
     double delay = 0;                  ///< probability a packet is held up by up to delay_ns
     std::uint64_t delay_ns = 10000;
+    std::uint64_t program_ns = 5000;   ///< reorder=program: the longest pause of a program between two calls
+    bool programs_per_node = true;     ///< programs=per_node: each node runs its own program clock
     std::string trace_path;            ///< write the trace here when the fabric closes (empty: no trace)
+    bool exploring = false;            ///< schedule= given: choices come from the token, not the seed
+    std::vector<std::uint8_t> schedule;  ///< the forced choices (schedule= token)
     friend bool operator==(const Params&, const Params&) = default;
 };
 
@@ -70,6 +83,7 @@ enum class EventKind : std::uint8_t {
     timeout,    ///< the local ACK timer of requester `qpn`
     place,      ///< the next packet of the message responder `qpn` is receiving lands
     deferred,   ///< responder `qpn` executes the read or atomic it deferred
+    respond,    ///< responder `qpn` reads the next packet of the read response it is sending
 };
 
 struct Event {
@@ -102,37 +116,68 @@ struct TraceRecord {
     WcStatus status = WcStatus::success;
 };
 
-/// splitmix64: tiny, fast, and the same sequence on every platform (std distributions are not).
+/// Systematic exploration (`schedule=` key, weft::testing::explore): every seeded choice becomes a choice
+/// point with two or three alternatives. The token forces the first choices; every later one takes
+/// alternative 0. The number of alternatives of each choice point met is recorded, in order.
+struct Chooser {
+    std::vector<std::uint8_t> forced;
+    std::vector<std::uint8_t> arity;
+    std::size_t pos = 0;
+    unsigned choose(unsigned alternatives) {
+        const unsigned c = pos < forced.size() ? std::min<unsigned>(forced[pos], alternatives - 1) : 0;
+        arity.push_back(static_cast<std::uint8_t>(alternatives));
+        ++pos;
+        return c;
+    }
+};
+
+/// splitmix64: tiny, fast, and the same sequence on every platform (std distributions are not). When a
+/// Chooser is attached, draws come from it instead: the extremes and the middle of a range, both outcomes
+/// of a chance.
 class Rng {
 public:
     explicit Rng(std::uint64_t seed) noexcept : state_(seed) {}
     std::uint64_t next() noexcept {
+        if (chooser) return chooser->choose(2) ? 0x2545f4914f6cdd1dull : 0x9e3779b97f4a7c15ull;
         std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
         return z ^ (z >> 31);
     }
     /// Uniform in [0, bound).
-    std::uint64_t below(std::uint64_t bound) noexcept { return bound ? next() % bound : 0; }
+    std::uint64_t below(std::uint64_t bound) noexcept {
+        if (chooser) {
+            if (bound <= 1) return 0;
+            const unsigned c = chooser->choose(bound == 2 ? 2 : 3);
+            return c == 0 ? 0 : c == 1 ? bound - 1 : bound / 2;
+        }
+        return bound ? next() % bound : 0;
+    }
     /// True with probability `p` (0 never draws).
     bool chance(double p) noexcept {
-        return p > 0 && static_cast<double>(next() >> 11) * 0x1.0p-53 < p;
+        if (!(p > 0)) return false;
+        if (chooser) return chooser->choose(2) == 1;
+        return static_cast<double>(next() >> 11) * 0x1.0p-53 < p;
     }
+    Chooser* chooser = nullptr;
 
 private:
     std::uint64_t state_;
 };
 
-class FabricState {
+class [[gnu::visibility("hidden")]] FabricState {
 public:
     FabricState(Params params, std::uint64_t id);
 
-    /// Queues an event; sequence numbers break time ties in scheduling order.
-    void schedule(Event e);
+    /// Queues an event (stamping its sequence number); sequence numbers break time ties in scheduling order.
+    void schedule(Event& e) {
+        e.seq = seq_++;
+        events_.push(e);
+    }
     /// Processes the earliest event; false when there is none.
     bool step();
     bool idle() const noexcept { return events_.empty(); }
-    std::uint64_t next_event_time() const noexcept;
+    std::uint64_t next_event_time() noexcept { return events_.empty() ? now : events_.top().time; }
 
     /// Runs events until `done()` holds, the fabric is idle, virtual time would pass `deadline`, or
     /// `budget` events ran. Returns the number of events run.
@@ -146,10 +191,47 @@ public:
         return n;
     }
 
-    std::uint32_t add_qp(SimQp* qp);
+    /// Where a QP's send queue lives, beside the QP table, so the entry an event is about can be prefetched
+    /// without reading the QP first.
+    struct SendRing {
+        const SqEntry* entries = nullptr;
+        const LocalSegment* segments = nullptr;
+        std::uint32_t mask = 0;  ///< slots - 1 (a power of two of slots)
+        std::uint32_t max_sge = 0;
+    };
+    /// Enters a QP in the table and returns its number. Throws when the table is full (max_qps).
+    std::uint32_t add_qp(SimQp* qp, const SendRing& ring);
     void remove_qp(std::uint32_t qpn) noexcept;
+    /// The live QP numbered `qpn`, or null (never created, destroyed, or its slot reused since).
     SimQp* find_qp(std::uint32_t qpn) const noexcept;
-    std::uint32_t add_node() noexcept { return next_node_++; }
+    /// The most queue pairs a fabric holds at once.
+    static constexpr std::uint32_t max_qps = (1u << 24) - 1;
+    std::uint32_t add_node() {
+        program_clock_.push_back(0);
+        return next_node_++;
+    }
+
+    /// Program time (reorder=program). An API call of `node` is where the program's own time shows: the
+    /// program took a seeded while to reach it, and the NIC went on meanwhile. Returns the virtual time at
+    /// which the call takes effect. A call that `observes` (poll, wait, registration) first runs the fabric
+    /// up to that time. A post does too when all nodes form one program (programs=one); with a program per
+    /// node it runs nothing and its work waits for that time instead, so one node's program may run ahead
+    /// of another's. Without reorder=program every call takes effect now, as before.
+    std::uint64_t enter_call(std::uint32_t node, bool observes) noexcept;
+    /// When the last API call of `node`'s program took effect (program time; the fabric's time without it).
+    std::uint64_t program_time(std::uint32_t node) const noexcept {
+        if (!reorders(reorder_program)) return now;
+        return std::max(now, program_clock_[params.programs_per_node ? node : 0]);
+    }
+    /// The program of `node` waited (in a poll) until the fabric's current time.
+    void program_waited(std::uint32_t node) noexcept {
+        std::uint64_t& clock = program_clock_[params.programs_per_node ? node : 0];
+        clock = std::max(clock, now);
+    }
+    /// Two nodes' programs synchronised (a connection handshake): each resumes after the later of the two.
+    void join_programs(std::uint32_t a, std::uint32_t b) noexcept {
+        program_clock_[a] = program_clock_[b] = std::max(program_clock_[a], program_clock_[b]);
+    }
     template <class F>
     void for_each_qp(F f) const {
         for (SimQp* qp : qps_) {
@@ -168,12 +250,19 @@ public:
     bool reorders(Reorder r) const noexcept { return (params.reorder & r) != 0; }
     /// Extra delay of an acknowledgement or response (0 unless jitter is on).
     std::uint64_t ack_jitter() noexcept {
-        return reorders(reorder_jitter) ? rng.below(params.latency_ns / 2 + 1) : 0;
+        return reorders(reorder_jitter) ? rng.below(params.latency_ns * 2 + 1) : 0;
     }
 
     /// Sends a packet (a deliver or ack event) from node `from` through the fault model: it may be lost,
     /// held up or duplicated (config keys drop/delay/duplicate, Fabric::set_faults).
-    void send_packet(Event e, std::uint32_t from) noexcept;
+    void send_packet(Event& e, std::uint32_t from) noexcept {
+        e.from_node = from;
+        if (rates.any()) {
+            send_faulty(e);
+            return;
+        }
+        schedule(e);
+    }
     /// Whether the link between two nodes carries packets at time `t` (cuts, crashes).
     bool link_up(std::uint32_t a, std::uint32_t b, std::uint64_t t) const noexcept;
 
@@ -232,20 +321,33 @@ public:
     Rng rng;
 
 private:
-    std::vector<Event> events_;  // binary min-heap on (time, seq)
+    // QP numbers: s = slot + 1 (never 0) with its low 16 bits in bits 0-15, its high 8 bits in bits 24-31,
+    // and the slot's generation in bits 16-23, so a reused slot gets a new number. Below 65,536 QPs the
+    // numbers fit in 24 bits as in verbs.
+    static std::uint32_t slot_of(std::uint32_t qpn) noexcept { return ((qpn >> 24) << 16 | (qpn & 0xffff)) - 1; }
+
+    EventQueue<Event> events_;
     std::uint64_t seq_ = 0;
-    std::vector<SimQp*> qps_;            // slot -> QP
-    std::vector<std::uint32_t> qp_gen_;  // slot -> generation, so a reused slot gets a new qpn
+    std::vector<SimQp*> qps_;           // slot -> QP
+    std::vector<SendRing> rings_;       // slot -> its send queue
+    std::vector<std::uint8_t> qp_gen_;  // slot -> generation
     std::vector<std::uint32_t> free_slots_;
     std::uint32_t next_node_ = 0;
     double ns_per_byte_;
+    void send_faulty(Event& e) noexcept;
+    /// Asks for the lines of the QP the next event is for, while the current one runs.
+    void prefetch_next() noexcept;
+
+    std::vector<std::uint64_t> program_clock_;  // node -> when its program's last call took effect
+    std::unique_ptr<Chooser> chooser_;          // schedule=: the choice points, shared by both generators
+    Rng program_rng_;                           // program delays: a stream apart from the fabric's choices
 };
 
 /// Finds or creates the fabric called params.name. A fabric lives while a domain uses it. Throws when an
 /// existing fabric of that name was opened with other parameters.
 std::shared_ptr<FabricState> attach_fabric(const Params& params);
 
-class SimMr final : public weft::detail::MrImpl {
+class [[gnu::visibility("hidden")]] SimMr final : public weft::detail::MrImpl {
 public:
     SimMr(std::shared_ptr<SimDomain> domain, std::uint32_t slot);
     ~SimMr() override;
@@ -255,7 +357,7 @@ private:
     std::uint32_t slot_;
 };
 
-class SimDomain final : public weft::detail::DomainImpl {
+class [[gnu::visibility("hidden")]] SimDomain final : public weft::detail::DomainImpl {
 public:
     SimDomain(std::shared_ptr<FabricState> fabric, const Params& params);
     ~SimDomain() override;
@@ -268,9 +370,26 @@ public:
     void connect_to(weft::detail::QpImpl& qp, const weft::detail::HostPort& where,
                     std::chrono::milliseconds timeout) override;
 
+    /// What the data path checks of a registered region, kept in the domain's table itself so a lookup
+    /// touches one slot and not the region object.
+    struct MrSlot {
+        std::uint64_t base = 0;
+        std::uint64_t length = 0;
+        Access access{};
+        std::uint8_t gen = 0;  ///< bumped at each registration in the slot: a stale key no longer matches
+        bool live = false;
+    };
     /// The region a key names, or null (unknown, stale or deregistered key). Needs the fabric lock.
-    const SimMr* find_mr(std::uint64_t key) const noexcept;
+    const MrSlot* find_mr(std::uint64_t key) const noexcept {
+        const std::uint64_t slot_plus_one = key >> 8;
+        if (slot_plus_one == 0 || slot_plus_one > mrs_.size()) return nullptr;
+        const MrSlot& m = mrs_[slot_plus_one - 1];
+        return m.live && (key & 0xff) == m.gen ? &m : nullptr;
+    }
     void remove_mr(std::uint32_t slot) noexcept;
+    /// Counts deregistrations (from 1): a region check that passed while it read e still holds while it does,
+    /// since only a deregistration can make a key or a range that was valid invalid.
+    std::uint64_t mr_epoch = 1;
 
     std::uint64_t link_free = 0;  ///< when this node's outbound link is next idle (fabric lock)
     Profile profile() const noexcept { return fabric_->params.profile; }
@@ -281,9 +400,29 @@ public:
 private:
     std::shared_ptr<FabricState> fabric_;
     std::uint32_t node_;
-    std::vector<const SimMr*> mrs_;        // slot -> region
-    std::vector<std::uint8_t> mr_gen_;     // slot -> generation
+    std::vector<MrSlot> mrs_;  // slot -> region
     std::vector<std::uint32_t> free_mr_slots_;
+};
+
+/// The thread contract (docs/semantics.md, "Threads"): one thread at a time in a call of a kind on one
+/// object. Counts the threads inside such a call; a second one arriving while the first is still inside
+/// breaks the contract, which the caller reports as a misuse once it holds the fabric lock.
+class OneAtATime {
+public:
+    /// Enters; true when another thread is inside already.
+    bool enter() noexcept { return inside_.fetch_add(1, std::memory_order_acq_rel) != 0; }
+    void leave() noexcept { inside_.fetch_sub(1, std::memory_order_release); }
+    struct Scope {
+        OneAtATime& gate;
+        bool overlapped;
+        explicit Scope(OneAtATime& g) noexcept : gate(g), overlapped(g.enter()) {}
+        ~Scope() { gate.leave(); }
+        Scope(const Scope&) = delete;
+        Scope& operator=(const Scope&) = delete;
+    };
+
+private:
+    std::atomic<int> inside_{0};
 };
 
 /// One entry of a completion queue, with what is needed to release the queue slot when it is polled.
@@ -293,7 +432,7 @@ struct CqEntry {
     bool send_queue = false;
 };
 
-class SimCq final : public weft::detail::CqImpl {
+class [[gnu::visibility("hidden")]] SimCq final : public weft::detail::CqImpl {
 public:
     SimCq(std::shared_ptr<SimDomain> domain, std::uint32_t depth);
     ~SimCq() override;
@@ -312,6 +451,8 @@ public:
     bool in_error() const noexcept { return overrun_; }
     /// Keeps the eventfd readable exactly when poll() may return something (fabric lock held).
     void sync_fd() noexcept;
+    /// Reports two threads inside poll/wait at once (fabric lock held; a misuse report may allocate).
+    void report_overlap(FabricState& f);
 
 private:
     std::shared_ptr<SimDomain> domain_;
@@ -319,6 +460,7 @@ private:
     std::size_t head_ = 0;
     std::size_t count_ = 0;
     bool overrun_ = false;
+    OneAtATime pollers_;  ///< threads inside poll or wait
     int event_fd_ = -1;
     bool fd_armed_ = false;
 };
@@ -336,6 +478,8 @@ struct SqEntry {
     Opcode opcode = Opcode::send;
     SendFlags flags = SendFlags::none;
     std::uint64_t digest = 0;         ///< of the source bytes at post time (check_sources)
+    std::uint64_t sources_checked = 0;  ///< the domain's mr_epoch when its gather list last passed the check (0: never)
+    std::uint64_t ready_at = 0;       ///< program time of the post: it is not transmitted earlier
     bool done = false;                ///< its final status is known
     WcStatus status = WcStatus::success;
 };
@@ -343,10 +487,11 @@ struct SqEntry {
 struct RqEntry {
     std::uint64_t id = 0;
     std::uint64_t length = 0;
+    std::uint64_t ready_at = 0;  ///< program time of the post: no message consumes it earlier
     std::uint32_t num_sge = 0;
 };
 
-class SimQp final : public weft::detail::QpImpl {
+class [[gnu::visibility("hidden")]] SimQp final : public weft::detail::QpImpl {
 public:
     SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& setup);
     ~SimQp() override;
@@ -369,6 +514,7 @@ public:
     /// A timer or follow-up event that was cancelled; it is dropped without advancing the clock.
     bool drop_if_stale(const Event& e) noexcept;
     void on_deferred(const Event& e) noexcept;
+    void on_respond(const Event& e) noexcept;
     /// Moves the QP to error because its CQ overran.
     void on_cq_error() noexcept { enter_error(); }
     bool uses_cq(const SimCq* cq) const noexcept { return send_cq_.get() == cq || recv_cq_.get() == cq; }
@@ -382,20 +528,27 @@ public:
 private:
     friend class SimCq;
 
+    // The rings hold a power of two of entries, at least the queue's capacity, so the slot of request i is
+    // a mask, not a division (the capacity checks use caps).
+    std::size_t sq_slot(std::uint64_t i) const noexcept { return static_cast<std::size_t>(i & (sq_.size() - 1)); }
+    std::size_t rq_slot(std::uint64_t i) const noexcept { return static_cast<std::size_t>(i & (rq_.size() - 1)); }
     std::span<const LocalSegment> sq_sges(std::uint64_t i) const noexcept {
-        return {&sq_sge_[(i % sq_.size()) * max_sge_], sq_[i % sq_.size()].num_sge};
+        return {&sq_sge_[sq_slot(i) * max_sge_], sq_[sq_slot(i)].num_sge};
     }
     std::span<const LocalSegment> rq_sges(std::uint64_t i) const noexcept {
-        return {&rq_sge_[(i % rq_.size()) * max_sge_], rq_[i % rq_.size()].num_sge};
+        return {&rq_sge_[rq_slot(i) * max_sge_], rq_[rq_slot(i)].num_sge};
     }
-    SqEntry& sq_at(std::uint64_t i) noexcept { return sq_[i % sq_.size()]; }
-    const SqEntry& sq_at(std::uint64_t i) const noexcept { return sq_[i % sq_.size()]; }
-    RqEntry& rq_at(std::uint64_t i) noexcept { return rq_[i % rq_.size()]; }
-    const RqEntry& rq_at(std::uint64_t i) const noexcept { return rq_[i % rq_.size()]; }
+    SqEntry& sq_at(std::uint64_t i) noexcept { return sq_[sq_slot(i)]; }
+    const SqEntry& sq_at(std::uint64_t i) const noexcept { return sq_[sq_slot(i)]; }
+    RqEntry& rq_at(std::uint64_t i) noexcept { return rq_[rq_slot(i)]; }
+    const RqEntry& rq_at(std::uint64_t i) const noexcept { return rq_[rq_slot(i)]; }
 
     void transmit_pending() noexcept;
     /// 0 when the local segments of send-queue entry `i` are usable, else why not.
     int check_local(std::uint64_t i) noexcept;
+    /// 0 when the gather list of send-queue entry `i` (not inline) lies in registered regions, else why not;
+    /// checked again only after a deregistration in this domain.
+    int check_gather(std::uint64_t i) noexcept;
     void arm_timer() noexcept;
     void complete_in_order() noexcept;
     void enter_error() noexcept;
@@ -411,6 +564,10 @@ private:
     /// Responder side, first packet of send/write message `msn` of requester `q`: checks it and consumes a
     /// receive; returns the status to answer with (success: its packets may be placed).
     WcStatus begin_message(SimQp& q, std::uint64_t msn) noexcept;
+    /// Whether a receive is posted for the next message: one the program's post has taken effect for.
+    bool receive_ready() const noexcept {
+        return rq_consumed_ < rq_posted_ && rq_at(rq_consumed_).ready_at <= fabric_.now;
+    }
     /// Places packet `k` (in arrival order) of the inbound message; false when it failed (already handled).
     bool place_packet(std::uint32_t k) noexcept;
     // True while this QP, as requester, still holds message `msn` outstanding: not completed, not flushed.
@@ -428,33 +585,55 @@ private:
     /// Executes a checked read/atomic and answers it.
     void execute_response(SimQp& q, std::uint64_t msn) noexcept;
     void run_deferred() noexcept;
-    const SimMr* check_remote(std::uint64_t rkey, std::uint64_t addr, std::uint64_t length, Access right) const noexcept;
+    /// Reads the next packet of the read response in progress; false when the response ended early.
+    bool respond_packet() noexcept;
+    /// Reads whatever of the read response in progress is left, at once.
+    void finish_response() noexcept;
+    /// An acknowledgement or response leaving this node's link at `departs`.
+    void send_ack_at(std::uint32_t requester, std::uint64_t msn, WcStatus status, std::uint64_t departs,
+                     std::uint64_t response_bytes) noexcept;
+    const SimDomain::MrSlot* check_remote(std::uint64_t rkey, std::uint64_t addr, std::uint64_t length, Access right) const noexcept;
     WcStatus local_key_error(int why) const noexcept;
 
+    // The members every event of the QP reads come first, so they share the few lines prefetched for it
+    // (FabricState::prefetch_next); what setup and rarer paths need comes after.
     std::shared_ptr<SimDomain> domain_;
     FabricState& fabric_;
-    std::shared_ptr<SimCq> send_cq_;
-    std::shared_ptr<SimCq> recv_cq_;
-    QpOptions options_;
-    QpState state_ = QpState::init;
-    std::uint32_t remote_qpn_ = 0;
-    // reorder=qp_paths: when this QP's own send engine is next idle, and the extra latency of its path
-    // (chosen from the seed and the QP number at connect, 0..latency_ns).
-    std::uint64_t engine_free_ = 0;
-    std::uint64_t path_ns_ = 0;
-    std::uint32_t max_sge_ = 1;
-    std::uint32_t max_inline_ = 0;
 
     // send queue: [sq_released, sq_completed) done but not yet polled, [sq_completed, sq_next_tx) on the
     // wire, [sq_next_tx, sq_posted) waiting to be transmitted
     std::vector<SqEntry> sq_;
     std::vector<LocalSegment> sq_sge_;
-    std::vector<std::byte> sq_inline_;
     std::uint64_t sq_posted_ = 0;
     std::uint64_t sq_next_tx_ = 0;
     std::uint64_t sq_completed_ = 0;
     std::uint64_t sq_released_ = 0;
     std::uint64_t tx_stop_ = UINT64_MAX;  ///< an entry that failed its local check: transmit none from it on
+    std::uint64_t cumulative_done_ = 0;  ///< sends/writes below it were marked done by a cumulative ACK
+    std::uint64_t last_progress_ = 0;
+    std::uint64_t expected_msn_ = 0;     ///< responder: the message it takes next
+    QpState state_ = QpState::init;
+    bool rnr_wait_ = false;
+    bool timer_armed_ = false;
+    bool timer_pending_ = false;      ///< a timeout event of generation timer_gen_ is in the heap
+    bool nak_sent_ = false;  ///< responder: a NAK is outstanding, out-of-sequence messages are dropped silently
+    std::uint32_t remote_qpn_ = 0;
+    std::uint32_t max_sge_ = 1;
+    std::uint32_t timer_gen_ = 0;
+    std::uint64_t timer_due_ = 0;     ///< its time
+    std::shared_ptr<SimCq> send_cq_;
+    std::shared_ptr<SimCq> recv_cq_;
+
+    // requester transport state
+    std::uint64_t rd_atomic_end_ = 0;  ///< one past the last read/atomic transmitted (fence waits for it)
+    std::uint64_t tx_high_ = 0;        ///< one past the highest message ever transmitted
+    std::uint32_t rnr_count_ = 0;
+    std::uint32_t retry_count_ = 0;
+    std::uint32_t rnr_gen_ = 0;
+    // reorder=qp_paths: when this QP's own send engine is next idle, and the extra latency of its path
+    // (chosen from the seed and the QP number at connect, 0..latency_ns).
+    std::uint64_t engine_free_ = 0;
+    std::uint64_t path_ns_ = 0;
 
     // receive queue: [rq_released, rq_consumed) consumed but not yet polled, [rq_consumed, rq_posted) free
     std::vector<RqEntry> rq_;
@@ -462,24 +641,6 @@ private:
     std::uint64_t rq_posted_ = 0;
     std::uint64_t rq_consumed_ = 0;
     std::uint64_t rq_released_ = 0;
-
-    // requester transport state
-    std::uint64_t rd_atomic_end_ = 0;  ///< one past the last read/atomic transmitted (fence waits for it)
-    std::uint64_t tx_high_ = 0;        ///< one past the highest message ever transmitted
-    std::uint64_t cumulative_done_ = 0;  ///< sends/writes below it were marked done by a cumulative ACK
-    std::uint32_t rnr_count_ = 0;
-    std::uint32_t retry_count_ = 0;
-    bool rnr_wait_ = false;
-    std::uint32_t rnr_gen_ = 0;
-    std::uint64_t last_progress_ = 0;
-    bool timer_armed_ = false;
-    bool timer_pending_ = false;      ///< a timeout event of generation timer_gen_ is in the heap
-    std::uint64_t timer_due_ = 0;     ///< its time
-    std::uint32_t timer_gen_ = 0;
-
-    // responder state
-    std::uint64_t expected_msn_ = 0;
-    bool nak_sent_ = false;  ///< a NAK is outstanding: out-of-sequence messages are dropped silently
 
     /// The send/write message whose packets are landing.
     struct Inbound {
@@ -494,8 +655,21 @@ private:
         std::uint64_t length = 0;
         std::uint64_t rq = 0;         ///< the receive it consumed (send, write_with_imm)
         std::uint64_t perm_key = 0;   ///< placement permutation (torn)
+        std::uint64_t checked = 0;    ///< the domain's mr_epoch when the message's target passed its check
         bool consumes_recv = false;
     } inbound_;
+
+    /// The read response being sent: the responder reads its memory packet by packet as each leaves, so
+    /// the data can mix what was there before and after a store, or another QP's write, that lands meanwhile.
+    struct Response {
+        bool active = false;
+        std::uint32_t requester = 0;
+        std::uint32_t gen = 0;
+        std::uint32_t packets = 0;
+        std::uint32_t next = 0;       ///< the next packet to read
+        std::uint64_t msn = 0;
+        std::uint64_t start = 0;      ///< when its first packet leaves
+    } response_;
 
     /// The read or atomic executing later than messages behind it (read_after_write).
     struct Deferred {
@@ -504,7 +678,19 @@ private:
         std::uint32_t gen = 0;
         std::uint64_t msn = 0;
     } deferred_;
+
+    QpOptions options_;
+    std::uint32_t max_inline_ = 0;
+    std::vector<std::byte> sq_inline_;
+    OneAtATime send_posters_, recv_posters_;  ///< threads inside post_send, post_recv
 };
+
+inline SimQp* FabricState::find_qp(std::uint32_t qpn) const noexcept {
+    const std::uint32_t slot = slot_of(qpn);
+    if (slot >= qps_.size()) return nullptr;
+    SimQp* qp = qps_[slot];
+    return qp && qp->qp_num == qpn ? qp : nullptr;
+}
 
 /// IB encodings to virtual nanoseconds.
 std::uint64_t ack_timeout_ns(std::uint8_t timeout) noexcept;

@@ -59,10 +59,27 @@ void SimCq::push(const CqEntry& e) noexcept {
     }
 }
 
+void SimCq::report_overlap(FabricState& f) {
+    f.report_misuse("two threads polled or waited on a completion queue of depth " + std::to_string(ring_.size()) +
+                    " at the same time; one thread at a time may poll or wait (CqOptions::thread_safe lets several)");
+}
+
 std::size_t SimCq::poll(std::span<Completion> out) noexcept {
     FabricState& f = *domain_->fabric();
+    OneAtATime::Scope poller(pollers_);
     std::lock_guard lock(f.mu);
-    if (count_ == 0) f.run([this] { return count_ != 0; }, UINT64_MAX, poll_budget);
+    if (poller.overlapped) report_overlap(f);
+    f.enter_call(domain_->node(), true);
+    if (count_ == 0 && !f.idle()) {
+        if (f.reorders(reorder_program)) {
+            // The program spins on the queue until the NIC next does something, and no further: whatever
+            // the program (or another node's) does between two polls can fall between two packets.
+            f.run([this] { return count_ != 0; }, f.next_event_time(), SIZE_MAX);
+            f.program_waited(domain_->node());
+        } else {
+            f.run([this] { return count_ != 0; }, UINT64_MAX, poll_budget);
+        }
+    }
     std::size_t n = 0;
     while (n < out.size() && count_ > 0) {
         const CqEntry& e = ring_[head_];
@@ -77,7 +94,10 @@ std::size_t SimCq::poll(std::span<Completion> out) noexcept {
 
 bool SimCq::wait(std::chrono::nanoseconds timeout) {
     FabricState& f = *domain_->fabric();
+    OneAtATime::Scope poller(pollers_);
     std::unique_lock lock(f.mu);
+    if (poller.overlapped) report_overlap(f);
+    f.enter_call(domain_->node(), true);
     const std::uint64_t virtual_deadline =
         timeout.count() <= 0 ? f.now : f.now + static_cast<std::uint64_t>(timeout.count());
     const auto real_deadline = std::chrono::steady_clock::now() + timeout;

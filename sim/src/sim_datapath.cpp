@@ -23,9 +23,9 @@ enum SegmentCheck : int { segments_fine = 0, unknown_key = 1, outside_region = 2
 int check_segments(const SimDomain& domain, std::span<const LocalSegment> segs, bool need_write) noexcept {
     for (const auto& s : segs) {
         if (s.length == 0) continue;
-        const SimMr* mr = domain.find_mr(s.lkey);
+        const SimDomain::MrSlot* mr = domain.find_mr(s.lkey);
         if (!mr) return unknown_key;
-        auto base = reinterpret_cast<std::uint64_t>(mr->addr);
+        const std::uint64_t base = mr->base;
         if (s.addr < base || s.addr - base > mr->length || s.length > mr->length - (s.addr - base)) return outside_region;
         if (need_write && !has(mr->access, Access::local_write)) return outside_region;
     }
@@ -80,36 +80,101 @@ std::uint32_t permute(std::uint32_t k, std::uint32_t n, std::uint64_t key) noexc
     return x;
 }
 
+// The eight lanes of running sums of digest() over `blocks` 64-byte blocks from `p`: lane k adds word k of
+// each block (a += word; b += a). Vector additions of a `Lanes` at a time; the sums are the same for any width.
+using Lanes2 = std::uint64_t __attribute__((vector_size(16)));
+using Lanes4 = std::uint64_t __attribute__((vector_size(32)));
+template <class Lanes>
+[[gnu::always_inline]] inline void sum_blocks(const unsigned char* p, std::size_t blocks, std::uint64_t* a,
+                                              std::uint64_t* b) noexcept {
+    constexpr std::size_t vectors = 64 / sizeof(Lanes);
+    Lanes va[vectors], vb[vectors];
+    std::memcpy(va, a, 64);
+    std::memcpy(vb, b, 64);
+    for (; blocks > 0; --blocks, p += 64) {
+#pragma GCC unroll 4  // the sums stay in registers only when unrolled
+        for (std::size_t j = 0; j < vectors; ++j) {
+            Lanes w;
+            std::memcpy(&w, p + j * sizeof(Lanes), sizeof(Lanes));
+            va[j] += w;
+            vb[j] += va[j];
+        }
+    }
+    std::memcpy(a, va, 64);
+    std::memcpy(b, vb, 64);
+}
+
+// SSE2 (every x86-64 has it; other targets split the vectors), and AVX2 where the CPU has it: half the
+// instructions per block, so a large source digests at nearer the speed its bytes load.
+void sum_blocks_base(const unsigned char* p, std::size_t blocks, std::uint64_t* a, std::uint64_t* b) noexcept {
+    sum_blocks<Lanes2>(p, blocks, a, b);
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+[[gnu::target("avx2")]] void sum_blocks_avx2(const unsigned char* p, std::size_t blocks, std::uint64_t* a,
+                                             std::uint64_t* b) noexcept {
+    sum_blocks<Lanes4>(p, blocks, a, b);
+}
+// Chosen when the library loads; the CPU detection may not have run yet then, so it is asked for first.
+const auto sum_blocks_best = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") ? &sum_blocks_avx2 : &sum_blocks_base;
+}();
+#else
+const auto sum_blocks_best = &sum_blocks_base;
+#endif
+
 // A fast digest of the bytes a gather list names, to notice a source buffer changed while its request was
-// in flight: four independent multiply-xor lanes over 32-byte blocks (so the multiplies overlap), the tail
-// byte by byte. Not cryptographic; a change that keeps the digest is missed with probability ~2^-64.
+// in flight: eight lanes of two running sums over 64-bit words (a += word; b += a), vector additions only,
+// so it runs at about the speed the bytes load; words past the last 64-byte block go through a multiply-xor
+// chain, and at the end everything is mixed with multiplies. A change confined to one word always changes
+// `a`; moved or swapped words change `b`. Not cryptographic: a change that keeps both sums of every lane is
+// missed.
+// The multiply-xor chain of digest() over bytes [i, n) of `p`, then the segment's length.
+inline std::uint64_t chain_tail(std::uint64_t tail, const unsigned char* p, std::size_t i, std::size_t n) noexcept {
+    for (; i + 8 <= n; i += 8) {
+        std::uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        tail = (tail ^ w) * 0x9e3779b97f4a7c15ull;
+        tail ^= tail >> 29;
+    }
+    if (i < n) {
+        std::uint64_t w = 0;
+        std::memcpy(&w, p + i, n - i);
+        tail = (tail ^ w) * 0x9e3779b97f4a7c15ull;
+        tail ^= tail >> 29;
+    }
+    return (tail ^ n) * 0xbf58476d1ce4e5b9ull;  // segment boundaries count
+}
+
 std::uint64_t digest(std::span<const LocalSegment> segs) noexcept {
-    constexpr std::uint64_t k = 0x9e3779b97f4a7c15ull;
-    std::uint64_t h0 = 0x243f6a8885a308d3ull, h1 = 0x13198a2e03707344ull, h2 = 0xa4093822299f31d0ull,
-                  h3 = 0x082efa98ec4e6c89ull;
+    constexpr std::size_t block = 64;
+    constexpr std::uint64_t start = 0x243f6a8885a308d3ull;
+    if (segs.size() == 1 && segs[0].length < block) {
+        // Without a whole block the lanes hold nothing: a small message costs the tail chain only.
+        const std::uint64_t h = chain_tail(start, reinterpret_cast<const unsigned char*>(segs[0].addr), 0, segs[0].length);
+        return h ^ (h >> 29);
+    }
+    std::uint64_t a[8], b[8];
+    std::uint64_t tail = start;
+    bool blocks = false;
     for (const auto& s : segs) {
         const auto* p = reinterpret_cast<const unsigned char*>(s.addr);
         const std::size_t n = s.length;
         std::size_t i = 0;
-        for (; i + 32 <= n; i += 32) {
-            std::uint64_t w0, w1, w2, w3;
-            std::memcpy(&w0, p + i, 8);
-            std::memcpy(&w1, p + i + 8, 8);
-            std::memcpy(&w2, p + i + 16, 8);
-            std::memcpy(&w3, p + i + 24, 8);
-            h0 = (h0 ^ w0) * k;
-            h1 = (h1 ^ w1) * k;
-            h2 = (h2 ^ w2) * k;
-            h3 = (h3 ^ w3) * k;
-            h0 ^= h0 >> 29;
-            h1 ^= h1 >> 29;
-            h2 ^= h2 >> 29;
-            h3 ^= h3 >> 29;
+        if (n >= block) {
+            if (!blocks) std::fill(a, a + 8, 0), std::fill(b, b + 8, 0);
+            blocks = true;
+            sum_blocks_best(p, n / block, a, b);
+            i = n / block * block;
         }
-        for (; i < n; ++i) h0 = (h0 ^ p[i]) * 0x100000001b3ull;
-        h1 ^= n;  // segment boundaries count
+        tail = chain_tail(tail, p, i, n);
     }
-    return h0 ^ (h1 * 0xbf58476d1ce4e5b9ull) ^ (h2 * 0x94d049bb133111ebull) ^ (h3 * k);
+    std::uint64_t h = tail;
+    for (std::size_t k = 0; blocks && k < 8; ++k) {
+        h = (h ^ a[k]) * 0x94d049bb133111ebull;
+        h = (h ^ b[k] ^ (h >> 31)) * 0x9e3779b97f4a7c15ull;
+    }
+    return h ^ (h >> 29);
 }
 
 bool carries_payload(Opcode op) noexcept { return op != Opcode::read && !is_atomic(op); }
@@ -125,12 +190,19 @@ WcStatus SimQp::local_key_error(int why) const noexcept {
 // ---- posting
 
 PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
+    OneAtATime::Scope poster(send_posters_);
     std::lock_guard lock(fabric_.mu);
+    if (poster.overlapped) {
+        fabric_.report_misuse("two threads posted to the send queue of QP " + std::to_string(qp_num) +
+                              " at the same time; one thread at a time may post to a queue "
+                              "(QpOptions::thread_safe lets several)");
+    }
+    const std::uint64_t at = fabric_.enter_call(domain_->node(), false);
     if (state_ != QpState::rts && state_ != QpState::error) {
         return PostStatus::not_connected("the QP is not connected; call connect() before posting sends");
     }
     if (auto st = weft::detail::validate_send_batch(batch, caps, domain_->caps); !st) return st;
-    if (sq_posted_ - sq_released_ + batch.size() > sq_.size()) return PostStatus::queue_full();
+    if (sq_posted_ - sq_released_ + batch.size() > caps.max_send) return PostStatus::queue_full();
 
     const std::uint64_t first = sq_posted_;
     for (const SendRequest& r : batch) {
@@ -148,11 +220,13 @@ PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
         e.flags = r.flags;
         e.done = false;
         e.status = WcStatus::success;
+        e.ready_at = at;
+        e.sources_checked = 0;
         auto segs = r.segments();
-        LocalSegment* slot = &sq_sge_[(i % sq_.size()) * max_sge_];
+        LocalSegment* slot = &sq_sge_[sq_slot(i) * max_sge_];
         if (has(r.flags, SendFlags::inline_data)) {
             // The payload is copied now, so the caller may reuse its buffer at once.
-            std::byte* buf = sq_inline_.data() + (i % sq_.size()) * max_inline_;
+            std::byte* buf = sq_inline_.data() + sq_slot(i) * max_inline_;
             std::uint64_t off = 0;
             for (const auto& s : segs) {
                 if (s.length) std::memcpy(buf + off, s.data(), s.length);
@@ -163,8 +237,7 @@ PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
         } else {
             std::copy(segs.begin(), segs.end(), slot);
             // Reading unregistered memory here would be a bug of ours: only digest what passes the local check.
-            if (fabric_.params.check_sources && carries_payload(r.opcode) &&
-                check_segments(*domain_, segs, false) == segments_fine) {
+            if (fabric_.params.check_sources && carries_payload(r.opcode) && check_gather(i) == segments_fine) {
                 e.digest = digest(segs);
             }
         }
@@ -181,7 +254,14 @@ PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
 }
 
 PostStatus SimQp::post_recv(std::span<const RecvRequest> batch) noexcept {
+    OneAtATime::Scope poster(recv_posters_);
     std::lock_guard lock(fabric_.mu);
+    if (poster.overlapped) {
+        fabric_.report_misuse("two threads posted to the receive queue of QP " + std::to_string(qp_num) +
+                              " at the same time; one thread at a time may post to a queue "
+                              "(QpOptions::thread_safe lets several)");
+    }
+    const std::uint64_t at = fabric_.enter_call(domain_->node(), false);
     if (state_ == QpState::reset) return PostStatus::not_connected("the QP is in reset");
     if (auto st = weft::detail::validate_recv_batch(batch, caps); !st) return st;
     if (rq_posted_ - rq_released_ + batch.size() > caps.max_recv) return PostStatus::queue_full();
@@ -191,8 +271,9 @@ PostStatus SimQp::post_recv(std::span<const RecvRequest> batch) noexcept {
         e.id = r.id;
         e.length = r.length();
         e.num_sge = r.num_sge;
+        e.ready_at = at;
         auto segs = r.segments();
-        std::copy(segs.begin(), segs.end(), &rq_sge_[(i % rq_.size()) * max_sge_]);
+        std::copy(segs.begin(), segs.end(), &rq_sge_[rq_slot(i) * max_sge_]);
     }
     if (state_ == QpState::error) flush_recv();
     if (!fabric_.overrun_cqs.empty()) fabric_.handle_overruns();
@@ -206,8 +287,16 @@ PostStatus SimQp::post_recv(std::span<const RecvRequest> batch) noexcept {
 int SimQp::check_local(std::uint64_t i) noexcept {
     const SqEntry& e = sq_at(i);
     if (has(e.flags, SendFlags::inline_data)) return segments_fine;
-    bool writes_local = e.opcode == Opcode::read || is_atomic(e.opcode);
-    return check_segments(*domain_, sq_sges(i), writes_local);
+    if (e.opcode == Opcode::read || is_atomic(e.opcode)) return check_segments(*domain_, sq_sges(i), true);
+    return check_gather(i);
+}
+
+int SimQp::check_gather(std::uint64_t i) noexcept {
+    SqEntry& e = sq_at(i);
+    if (e.sources_checked == domain_->mr_epoch) return segments_fine;
+    const int why = check_segments(*domain_, sq_sges(i), false);
+    if (why == segments_fine) e.sources_checked = domain_->mr_epoch;
+    return why;
 }
 
 void SimQp::transmit_pending() noexcept {
@@ -232,9 +321,10 @@ void SimQp::transmit_pending() noexcept {
         // QP, so that a later message of another QP may arrive first (the IB spec orders one QP only).
         const bool own_path = fabric_.reorders(reorder_qp_paths);
         std::uint64_t& engine_free = own_path ? engine_free_ : domain_->link_free;
-        const std::uint64_t start = std::max(fabric_.now, engine_free);
+        // Not before the program posted it (program time), nor before the engine is free.
+        const std::uint64_t start = std::max({fabric_.now, engine_free, e.ready_at});
         engine_free = start + fabric_.wire_ns(bytes);
-        if (sq_next_tx_ == sq_completed_) last_progress_ = fabric_.now;  // the ACK timer starts now
+        if (sq_next_tx_ == sq_completed_) last_progress_ = start;  // the ACK timer starts as it leaves
         if (!payload) rd_atomic_end_ = std::max(rd_atomic_end_, i + 1);
         Event ev;
         ev.kind = EventKind::deliver;
@@ -395,7 +485,7 @@ void SimQp::complete_in_order() noexcept {
 void SimQp::check_source(std::uint64_t i) noexcept {
     const SqEntry& w = sq_at(i);
     if (fabric_.params.check_sources && carries_payload(w.opcode) && !has(w.flags, SendFlags::inline_data) &&
-        check_segments(*domain_, sq_sges(i), false) == segments_fine && digest(sq_sges(i)) != w.digest) {
+        check_gather(i) == segments_fine && digest(sq_sges(i)) != w.digest) {
         report_source_changed(i);
     }
 }
@@ -421,14 +511,18 @@ bool SimQp::drop_if_stale(const Event& e) noexcept {
         case EventKind::rnr_retry: return !rnr_wait_ || e.generation != rnr_gen_;
         case EventKind::place: return !inbound_.active || e.generation != inbound_.gen;
         case EventKind::deferred: return !deferred_.active || e.generation != deferred_.gen;
+        case EventKind::respond: return !response_.active || e.generation != response_.gen;
         default: return false;
     }
 }
 
 void SimQp::enter_error() noexcept {
     if (state_ == QpState::error) return;
-    // A read or atomic this QP deferred as a responder was ahead of whatever failed: it executes first.
+    // A read or atomic this QP deferred as a responder was ahead of whatever failed: it executes first,
+    // and a read response being sent is sent whole.
+    if (response_.active) finish_response();
     if (deferred_.active) run_deferred();
+    if (response_.active) finish_response();
     state_ = QpState::error;
     rnr_wait_ = false;
     ++timer_gen_;
@@ -502,8 +596,10 @@ void SimQp::on_deliver(const Event& e) noexcept {
     // A responder that is not ready, is in error, or is connected elsewhere answers nothing; the requester
     // times out.
     if ((state_ != QpState::rts && state_ != QpState::rtr) || remote_qpn_ != q->qp_num) return;
-    // The link delivers packets in order: a message arriving means the one before has fully arrived.
+    // The link delivers packets in order: a message arriving means the one before has fully arrived. The
+    // responder takes up a message after the read response it is sending.
     if (inbound_.active) finish_inbound();
+    if (response_.active) finish_response();
     if (e.msn > expected_msn_) {
         // Out of sequence (an earlier message was lost, or is behind a NAK): one NAK until it comes.
         if (!nak_sent_) {
@@ -513,8 +609,17 @@ void SimQp::on_deliver(const Event& e) noexcept {
         return;
     }
     if (e.msn < expected_msn_) {
-        // A retransmitted duplicate: acknowledge again (a deferred read answers by itself).
-        if (!(deferred_.active && deferred_.msn == e.msn)) send_ack(q->qp_num, e.msn, WcStatus::success, 0);
+        // A retransmitted duplicate. A deferred read answers by itself. A read the requester still waits
+        // for is executed again: its memory is read anew, as a responder does. Anything else (a send or
+        // write already placed, an atomic whose result must not change) is acknowledged again.
+        if (deferred_.active && deferred_.msn == e.msn) return;
+        if (q->holds(e.msn) && q->sq_at(e.msn).opcode == Opcode::read && !q->sq_at(e.msn).done &&
+            check_response(*q, e.msn) == WcStatus::success) {
+            ++fabric_.stats.reread;
+            execute_response(*q, e.msn);
+            return;
+        }
+        send_ack(q->qp_num, e.msn, WcStatus::success, 0);
         return;
     }
     // The requester has flushed this message (it went to error): it never takes effect (what was lost
@@ -530,7 +635,7 @@ void SimQp::on_deliver(const Event& e) noexcept {
             return;
         }
         ++expected_msn_;
-        if (fabric_.reorders(reorder_read_after_write) && fabric_.rng.below(2) == 0) {
+        if (fabric_.reorders(reorder_read_after_write) && fabric_.rng.chance(0.5)) {
             // Execute later: messages behind this one (not fenced: the requester holds those back) may take
             // effect first.
             deferred_.active = true;
@@ -562,6 +667,7 @@ void SimQp::on_deliver(const Event& e) noexcept {
     inbound_.base = e.base;
     inbound_.from_node = e.from_node;
     inbound_.perm_key = inbound_.packets > 1 && fabric_.reorders(reorder_torn) ? (fabric_.rng.next() | 1) : 0;
+    inbound_.checked = domain_->mr_epoch;  // begin_message checked the target
     ++inbound_.gen;
     if (!place_packet(0)) return;
     if (inbound_.packets == 1) finish_inbound();
@@ -608,7 +714,7 @@ WcStatus SimQp::begin_message(SimQp& q, std::uint64_t msn) noexcept {
     switch (w.opcode) {
         case Opcode::send:
         case Opcode::send_with_imm: {
-            if (rq_consumed_ == rq_posted_) return rnr_nak;
+            if (!receive_ready()) return rnr_nak;
             const std::uint64_t ri = rq_consumed_++;
             if (w.length > rq_at(ri).length) {
                 emit_recv(ri, rxe ? WcStatus::local_qp_operation : WcStatus::local_length, Opcode::recv, 0, false, 0);
@@ -632,7 +738,7 @@ WcStatus SimQp::begin_message(SimQp& q, std::uint64_t msn) noexcept {
         case Opcode::write:
         case Opcode::write_with_imm: {
             const bool with_imm = w.opcode == Opcode::write_with_imm;
-            if (with_imm && rq_consumed_ == rq_posted_) return rnr_nak;
+            if (with_imm && !receive_ready()) return rnr_nak;
             if (w.length > 0 && !check_remote(w.rkey, w.remote_addr, w.length, Access::remote_write)) {
                 if (with_imm) emit_recv(rq_consumed_++, WcStatus::local_access, Opcode::recv_rdma_with_imm, 0, false, 0);
                 enter_error();
@@ -676,7 +782,7 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
     const auto src = q->sq_sges(msn);
     // The source is read as it is sent: its region must still be registered (misuse: deregistered early).
     if (!has(w.flags, SendFlags::inline_data)) {
-        if (int why = check_segments(*q->domain_, src, false); why != segments_fine) {
+        if (int why = q->check_gather(msn); why != segments_fine) {
             inbound_.active = false;
             ++inbound_.gen;
             if (inbound_.consumes_recv) --rq_consumed_;
@@ -686,7 +792,7 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
     }
     if (w.opcode == Opcode::send || w.opcode == Opcode::send_with_imm) {
         const auto dst = rq_sges(inbound_.rq);
-        if (check_segments(*domain_, dst, true) != segments_fine) {
+        if (inbound_.checked != domain_->mr_epoch && check_segments(*domain_, dst, true) != segments_fine) {
             inbound_.active = false;
             ++inbound_.gen;
             emit_recv(inbound_.rq, WcStatus::local_protection, Opcode::recv, 0, false, 0);
@@ -698,7 +804,10 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         trace_place(p, offset, n);
         return true;
     }
-    if (!check_remote(w.rkey, w.remote_addr + offset, n, Access::remote_write)) {
+    // begin_message checked the whole target range; a packet's part of it needs a new look only after a
+    // deregistration.
+    if (inbound_.checked != domain_->mr_epoch &&
+        !check_remote(w.rkey, w.remote_addr + offset, n, Access::remote_write)) {
         // The region was deregistered while the write was landing.
         inbound_.active = false;
         ++inbound_.gen;
@@ -707,8 +816,13 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         send_ack(q->qp_num, msn, WcStatus::remote_access, 0);
         return false;
     }
-    const LocalSegment dst = contiguous(w.remote_addr, w.length);
-    copy_range(src, {&dst, 1}, offset, n);
+    if (src.size() == 1) {
+        // One source segment (most writes): the packet's bytes are at the same offset on both sides.
+        std::memmove(reinterpret_cast<void*>(w.remote_addr + offset), reinterpret_cast<const void*>(src[0].addr + offset), n);
+    } else {
+        const LocalSegment dst = contiguous(w.remote_addr, w.length);
+        copy_range(src, {&dst, 1}, offset, n);
+    }
     trace_place(p, offset, n);
     return true;
 }
@@ -753,9 +867,15 @@ void SimQp::finish_inbound() noexcept {
 void SimQp::send_ack(std::uint32_t requester, std::uint64_t msn, WcStatus status, std::uint64_t response_bytes) noexcept {
     const std::uint64_t start = std::max(fabric_.now, domain_->link_free);
     domain_->link_free = start + fabric_.wire_ns(response_bytes);
+    send_ack_at(requester, msn, status, domain_->link_free, response_bytes);
+}
+
+void SimQp::send_ack_at(std::uint32_t requester, std::uint64_t msn, WcStatus status, std::uint64_t departs,
+                        std::uint64_t response_bytes) noexcept {
+    const std::uint64_t start = departs - fabric_.wire_ns(response_bytes);
     Event ev;
     ev.kind = EventKind::ack;
-    ev.time = domain_->link_free + fabric_.params.latency_ns + fabric_.ack_jitter();
+    ev.time = departs + fabric_.params.latency_ns + fabric_.ack_jitter();
     ev.qpn = requester;
     ev.peer = qp_num;
     ev.msn = msn;
@@ -777,10 +897,11 @@ void SimQp::send_ack(std::uint32_t requester, std::uint64_t msn, WcStatus status
     fabric_.send_packet(ev, domain_->node());
 }
 
-const SimMr* SimQp::check_remote(std::uint64_t rkey, std::uint64_t addr, std::uint64_t length, Access right) const noexcept {
-    const SimMr* mr = domain_->find_mr(rkey);
+const SimDomain::MrSlot* SimQp::check_remote(std::uint64_t rkey, std::uint64_t addr, std::uint64_t length,
+                                              Access right) const noexcept {
+    const SimDomain::MrSlot* mr = domain_->find_mr(rkey);
     if (!mr || !has(mr->access, right)) return nullptr;
-    auto base = reinterpret_cast<std::uint64_t>(mr->addr);
+    const std::uint64_t base = mr->base;
     if (addr < base || addr - base > mr->length || length > mr->length - (addr - base)) return nullptr;
     return mr;
 }
@@ -820,10 +941,30 @@ void SimQp::execute_response(SimQp& q, std::uint64_t msn) noexcept {
                 send_ack(q.qp_num, msn, WcStatus::remote_access, 0);
                 return;
             }
-            const LocalSegment from = contiguous(w.remote_addr, w.length);
-            copy_range({&from, 1}, dst, 0, w.length);
+            // The response leaves packet by packet; each packet's bytes are read as it leaves.
+            const std::uint64_t start = std::max(fabric_.now, domain_->link_free);
+            domain_->link_free = start + fabric_.wire_ns(w.length);
+            response_.active = true;
+            response_.requester = q.qp_num;
+            response_.msn = msn;
+            response_.packets = fabric_.packets(w.length);
+            response_.next = 0;
+            response_.start = start;
+            ++response_.gen;
+            if (fabric_.now >= start) {
+                if (!respond_packet()) return;
+            }
+            if (response_.active) {
+                Event ev;
+                ev.kind = EventKind::respond;
+                ev.time = start + fabric_.wire_ns(std::uint64_t{response_.next} * fabric_.params.mtu);
+                ev.qpn = qp_num;
+                ev.generation = response_.gen;
+                fabric_.schedule(ev);
+            }
+            return;
         }
-        send_ack(q.qp_num, msn, WcStatus::success, w.length);
+        send_ack(q.qp_num, msn, WcStatus::success, 0);
         return;
     }
     if (!check_remote(w.rkey, w.remote_addr, 8, Access::remote_atomic)) {
@@ -857,6 +998,59 @@ void SimQp::run_deferred() noexcept {
         fabric_.record(r);
     }
     execute_response(*q, deferred_.msn);
+}
+
+bool SimQp::respond_packet() noexcept {
+    SimQp* q = fabric_.find_qp(response_.requester);
+    const std::uint64_t msn = response_.msn;
+    if (!q || !q->holds(msn)) {
+        // The requester is gone or flushed the read: the rest of the response is never sent.
+        response_.active = false;
+        ++response_.gen;
+        return false;
+    }
+    const SqEntry& w = q->sq_at(msn);
+    const std::uint64_t offset = std::uint64_t{response_.next} * fabric_.params.mtu;
+    const std::uint64_t n = std::min<std::uint64_t>(fabric_.params.mtu, w.length - offset);
+    const auto dst = q->sq_sges(msn);
+    WcStatus failed = WcStatus::success;
+    if (int why = check_segments(*q->domain_, dst, true); why != segments_fine) {
+        failed = q->local_key_error(why);  // the requester's buffer was deregistered meanwhile
+    } else if (!check_remote(w.rkey, w.remote_addr + offset, n, Access::remote_read)) {
+        failed = WcStatus::remote_access;  // the region was deregistered while the response was being sent
+    }
+    if (failed != WcStatus::success) {
+        response_.active = false;
+        ++response_.gen;
+        if (failed == WcStatus::remote_access) enter_error();
+        send_ack(q->qp_num, msn, failed, 0);
+        return false;
+    }
+    const LocalSegment from = contiguous(w.remote_addr, w.length);
+    copy_range({&from, 1}, dst, offset, n);
+    if (++response_.next == response_.packets) {
+        // The last packet left: the response arrives one latency after the whole of it was sent.
+        response_.active = false;
+        ++response_.gen;
+        send_ack_at(q->qp_num, msn, WcStatus::success, response_.start + fabric_.wire_ns(w.length), w.length);
+    }
+    return true;
+}
+
+void SimQp::finish_response() noexcept {
+    while (response_.active && respond_packet()) {
+    }
+}
+
+void SimQp::on_respond(const Event& e) noexcept {
+    if (!response_.active || e.generation != response_.gen) return;
+    if (!respond_packet() || !response_.active) return;
+    Event ev;
+    ev.kind = EventKind::respond;
+    ev.time = response_.start + fabric_.wire_ns(std::uint64_t{response_.next} * fabric_.params.mtu);
+    ev.qpn = qp_num;
+    ev.generation = response_.gen;
+    fabric_.schedule(ev);
 }
 
 void SimQp::on_deferred(const Event& e) noexcept {

@@ -9,13 +9,18 @@ namespace weft::sim {
 namespace detail {
 namespace {
 
-constexpr std::array<KeySpec, 14> sim_keys{{
+constexpr std::array<KeySpec, 17> sim_keys{{
     {"seed", "RNG seed for every choice the semantics allow; integer, default 1"},
     {"fabric", "domains opened with the same name share one simulated fabric; default \"default\""},
     {"latency_ns", "one-way latency of a message in virtual nanoseconds; 0..10000000000, default 1000"},
     {"gbps", "link bandwidth in Gbit/s; 0.001..10000, default 100"},
     {"mtu", "packet payload in bytes: 256, 512, 1024, 2048 or 4096; default 4096"},
-    {"reorder", "legal behaviours the seed chooses: all, none, or torn|read_after_write|jitter|qp_paths; default all"},
+    {"reorder", "legal behaviours the seed chooses: all, none, or torn|read_after_write|jitter|qp_paths|program; "
+                "default all"},
+    {"program_ns", "reorder=program: the longest pause of a program between two API calls, virtual ns; "
+                   "0..10000000000, default 5000"},
+    {"programs", "per_node (each domain is its own program; calls of different domains are concurrent) or one "
+                 "(every call of the process takes effect after the one before it); default per_node"},
     {"profile", "whose error statuses to report: spec (the IB specification) or rxe (Soft-RoCE); default spec"},
     {"strict", "abort the process on the first misuse of the API (1/0); default 0"},
     {"check_sources", "report a send/write source buffer changed before its acknowledgement (1/0); default 1"},
@@ -23,6 +28,8 @@ constexpr std::array<KeySpec, 14> sim_keys{{
     {"duplicate", "probability that a packet arrives twice; 0..1, default 0"},
     {"delay", "probability that a packet is held up by up to delay_ns; 0..1, default 0"},
     {"delay_ns", "the longest extra delay of a held-up packet, virtual ns; 1..10000000000, default 10000"},
+    {"schedule", "systematic exploration: the choices of one schedule, a token of digits from "
+                 "weft::testing::explore (0: the default schedule); replaces the seed's choices; default none"},
     {"trace", "file to write a Chrome/Perfetto JSON trace of the fabric to when it closes; default none"},
 }};
 
@@ -39,11 +46,12 @@ std::uint32_t parse_reorder(const Config& cfg) {
         else if (name == "read_after_write") bits |= reorder_read_after_write;
         else if (name == "jitter") bits |= reorder_jitter;
         else if (name == "qp_paths") bits |= reorder_qp_paths;
+        else if (name == "program") bits |= reorder_program;
         else {
             throw Error(Errc::invalid_config,
                         "bad value \"" + std::string(*v) + "\" for key 'reorder' of backend 'sim' (\"" +
                             std::string(name) + "\" is not a behaviour); accepted: all, none, or names joined by '|' "
-                            "from torn, read_after_write, jitter, qp_paths",
+                            "from torn, read_after_write, jitter, qp_paths, program",
                         "sim", "open");
         }
         rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
@@ -68,7 +76,22 @@ Params parse_params(const Config& cfg) {
     p.duplicate = cfg.get_double("duplicate", 0, 0, 1);
     p.delay = cfg.get_double("delay", 0, 0, 1);
     p.delay_ns = cfg.get_uint("delay_ns", 10000, 1, 10'000'000'000ull);
+    p.program_ns = cfg.get_uint("program_ns", 5000, 0, 10'000'000'000ull);
+    static constexpr std::string_view programs[] = {"per_node", "one"};
+    p.programs_per_node = cfg.get_choice("programs", "per_node", programs) == "per_node";
     p.trace_path = cfg.get_string("trace", "");
+    if (auto token = cfg.get("schedule")) {
+        if (token->empty() || token->size() > 1'000'000 ||
+            token->find_first_not_of("012") != std::string_view::npos) {
+            throw Error(Errc::invalid_config,
+                        "bad value for key 'schedule' of backend 'sim' (" + std::to_string(token->size()) +
+                            " characters): a schedule token is 1 to 1000000 digits 0, 1 or 2, as "
+                            "weft::testing::explore prints it",
+                        "sim", "open");
+        }
+        p.exploring = true;
+        for (char c : *token) p.schedule.push_back(static_cast<std::uint8_t>(c - '0'));
+    }
     return p;
 }
 
@@ -115,6 +138,7 @@ SimDomain::~SimDomain() = default;
 
 std::unique_ptr<weft::detail::MrImpl> SimDomain::register_memory(void* addr, std::size_t length, Access access) {
     std::lock_guard lock(fabric_->mu);
+    fabric_->enter_call(node_, true);
     if (fabric_->fail_registrations > 0) {
         --fabric_->fail_registrations;
         throw Error(Errc::resource_exhausted, "injected failure (sim::Fabric::fail_next_registration)", "sim",
@@ -130,32 +154,28 @@ std::unique_ptr<weft::detail::MrImpl> SimDomain::register_memory(void* addr, std
                         "register_memory");
         }
         slot = static_cast<std::uint32_t>(mrs_.size());
-        mrs_.push_back(nullptr);
-        mr_gen_.push_back(0);
+        mrs_.emplace_back();
     }
-    mr_gen_[slot] = static_cast<std::uint8_t>(mr_gen_[slot] + 1);
+    MrSlot& m = mrs_[slot];
+    m.gen = static_cast<std::uint8_t>(m.gen + 1);
     auto self = std::static_pointer_cast<SimDomain>(shared_from_this());
     auto mr = std::make_unique<SimMr>(std::move(self), slot);
     mr->addr = addr;
     mr->length = length;
-    mr->lkey = static_cast<std::uint32_t>(make_key(slot, mr_gen_[slot]));
+    mr->lkey = static_cast<std::uint32_t>(make_key(slot, m.gen));
     mr->rkey = mr->lkey;
     mr->access = access;
     mr->kind = BackendKind::sim;
-    mrs_[slot] = mr.get();
+    m.base = reinterpret_cast<std::uint64_t>(addr);
+    m.length = length;
+    m.access = access;
+    m.live = true;
     return mr;
 }
 
-const SimMr* SimDomain::find_mr(std::uint64_t key) const noexcept {
-    std::uint64_t slot_plus_one = key >> 8;
-    if (slot_plus_one == 0 || slot_plus_one > mrs_.size()) return nullptr;
-    std::uint32_t slot = static_cast<std::uint32_t>(slot_plus_one - 1);
-    if ((key & 0xff) != mr_gen_[slot]) return nullptr;
-    return mrs_[slot];
-}
-
 void SimDomain::remove_mr(std::uint32_t slot) noexcept {
-    mrs_[slot] = nullptr;
+    mrs_[slot].live = false;
+    ++mr_epoch;
     free_mr_slots_.push_back(slot);
 }
 
@@ -164,6 +184,7 @@ SimMr::SimMr(std::shared_ptr<SimDomain> domain, std::uint32_t slot) : domain_(st
 SimMr::~SimMr() {
     FabricState& f = *domain_->fabric();
     std::lock_guard lock(f.mu);
+    f.enter_call(domain_->node(), true);
     // Releasing a region that posted work still uses is a program error: the work would read or write
     // memory the program may already have freed. Report it; the work itself fails with a local error.
     std::string users;

@@ -1,4 +1,4 @@
-// The simulated fabric: the event heap, the QP table, the per-name registry, the fault model (lost,
+// The simulated fabric: the event queue, the QP table, the per-name registry, the fault model (lost,
 // duplicated, delayed packets; cut links, crashed and stalled nodes), misuse reports, and the public Fabric
 // API.
 #include "sim.hpp"
@@ -15,14 +15,6 @@ namespace weft::sim {
 namespace detail {
 namespace {
 
-// Event order: earliest time first, then scheduling order.
-bool later(const Event& a, const Event& b) noexcept {
-    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
-}
-
-constexpr std::uint32_t slot_bits = 16;
-constexpr std::uint32_t max_qps = 1u << slot_bits;
-
 std::mutex registry_mutex;
 std::map<std::string, std::weak_ptr<FabricState>, std::less<>>& registry() {
     static std::map<std::string, std::weak_ptr<FabricState>, std::less<>> fabrics;
@@ -35,7 +27,8 @@ std::string describe(const Params& p) {
     else if (p.reorder == reorder_all) reorder = "all";
     else {
         for (auto [bit, name] : {std::pair{reorder_torn, "torn"}, std::pair{reorder_read_after_write, "read_after_write"},
-                                 std::pair{reorder_jitter, "jitter"}, std::pair{reorder_qp_paths, "qp_paths"}}) {
+                                 std::pair{reorder_jitter, "jitter"}, std::pair{reorder_qp_paths, "qp_paths"},
+                                 std::pair{reorder_program, "program"}}) {
             if (p.reorder & bit) reorder += (reorder.empty() ? "" : "|") + std::string(name);
         }
     }
@@ -45,14 +38,24 @@ std::string describe(const Params& p) {
            ",check_sources=" + (p.check_sources ? "1" : "0") +
            ",drop=" + std::to_string(p.drop) + ",duplicate=" + std::to_string(p.duplicate) +
            ",delay=" + std::to_string(p.delay) + ",delay_ns=" + std::to_string(p.delay_ns) +
-           (p.trace_path.empty() ? "" : ",trace=" + p.trace_path);
+           ",program_ns=" + std::to_string(p.program_ns) + ",programs=" + (p.programs_per_node ? "per_node" : "one") +
+           (p.trace_path.empty() ? "" : ",trace=" + p.trace_path) +
+           (p.exploring ? ",schedule=" + std::to_string(p.schedule.size()) + " choices" : "");
 }
 
 }  // namespace
 
 FabricState::FabricState(Params p, std::uint64_t fabric_id)
-    : params(std::move(p)), id(fabric_id), rng(params.seed), ns_per_byte_(8.0 / params.gbps) {
-    events_.reserve(1024);
+    : params(std::move(p)),
+      id(fabric_id),
+      rng(params.seed),
+      ns_per_byte_(8.0 / params.gbps),
+      program_rng_(params.seed ^ 0x5851f42d4c957f2dull) {
+    if (params.exploring) {
+        chooser_ = std::make_unique<Chooser>();
+        chooser_->forced = params.schedule;
+        rng.chooser = program_rng_.chooser = chooser_.get();
+    }
     rates.drop = params.drop;
     rates.duplicate = params.duplicate;
     rates.delay = params.delay;
@@ -60,38 +63,76 @@ FabricState::FabricState(Params p, std::uint64_t fabric_id)
     if (!params.trace_path.empty()) start_trace(1u << 20);
 }
 
-void FabricState::send_packet(Event e, std::uint32_t from) noexcept {
-    e.from_node = from;
-    if (rates.any()) {
-        if (rng.chance(rates.drop)) {
-            ++stats.dropped;
-            if (tracing) {
-                TraceRecord r;
-                r.kind = TraceKind::lost;
-                r.time = now;
-                r.node = from;
-                r.qpn = e.peer;
-                r.peer = e.qpn;
-                r.msn = e.msn;
-                record(r);
-            }
-            return;
+std::uint64_t FabricState::enter_call(std::uint32_t node, bool observes) noexcept {
+    if (!reorders(reorder_program)) return now;
+    // Mostly the short stretch of code between two calls; now and then a long pause (a page fault, a
+    // preemption, a slow handler), up to program_ns.
+    std::uint64_t pause;
+    if (chooser_) {
+        // Exploring: no pause, a short one or the longest.
+        const unsigned c = chooser_->choose(3);
+        pause = c == 0 ? 0 : c == 1 ? params.program_ns / 16 : params.program_ns;
+    } else {
+        pause = program_rng_.chance(0.125) ? program_rng_.below(params.program_ns + 1)
+                                           : program_rng_.below(params.program_ns / 16 + 1);
+    }
+    std::uint64_t& clock = program_clock_[params.programs_per_node ? node : 0];
+    const std::uint64_t at = std::max(clock, now) + pause;
+    if (observes || !params.programs_per_node) {
+        run([] { return false; }, at, SIZE_MAX);
+        now = std::max(now, at);
+        clock = now;
+        return now;
+    }
+    clock = at;
+    return at;
+}
+
+// The fault model's part of send_packet: the packet may be lost, held up or duplicated.
+void FabricState::send_faulty(Event& e) noexcept {
+    if (rng.chance(rates.drop)) {
+        ++stats.dropped;
+        if (tracing) {
+            TraceRecord r;
+            r.kind = TraceKind::lost;
+            r.time = now;
+            r.node = e.from_node;
+            r.qpn = e.peer;
+            r.peer = e.qpn;
+            r.msn = e.msn;
+            record(r);
         }
-        if (rng.chance(rates.delay)) {
-            e.time += 1 + rng.below(rates.delay_ns);
-            ++stats.delayed;
-        }
-        if (rng.chance(rates.duplicate)) {
-            Event copy = e;
-            copy.time += 1 + rng.below(params.latency_ns + 1);
-            schedule(copy);
-            ++stats.duplicated;
-        }
+        return;
+    }
+    if (rng.chance(rates.delay)) {
+        e.time += 1 + rng.below(rates.delay_ns);
+        ++stats.delayed;
+    }
+    if (rng.chance(rates.duplicate)) {
+        Event copy = e;
+        copy.time += 1 + rng.below(params.latency_ns + 1);
+        schedule(copy);
+        ++stats.duplicated;
     }
     schedule(e);
 }
 
+namespace {
+
+// The choice points of the last explored fabric of each name, for weft::testing::explore.
+std::mutex explored_mutex;
+std::map<std::string, std::vector<std::uint8_t>, std::less<>>& explored() {
+    static std::map<std::string, std::vector<std::uint8_t>, std::less<>> logs;
+    return logs;
+}
+
+}  // namespace
+
 FabricState::~FabricState() {
+    if (chooser_) {
+        std::lock_guard lock(explored_mutex);
+        explored()[params.name] = std::move(chooser_->arity);
+    }
     if (params.trace_path.empty()) return;
     if (std::FILE* f = std::fopen(params.trace_path.c_str(), "w")) {
         const std::string json = trace_json();
@@ -270,19 +311,10 @@ void FabricState::handle_overruns() noexcept {
     }
 }
 
-void FabricState::schedule(Event e) {
-    e.seq = seq_++;
-    events_.push_back(e);
-    std::push_heap(events_.begin(), events_.end(), later);
-}
-
-std::uint64_t FabricState::next_event_time() const noexcept { return events_.empty() ? now : events_.front().time; }
-
 bool FabricState::step() {
     if (events_.empty()) return false;
-    std::pop_heap(events_.begin(), events_.end(), later);
-    Event e = events_.back();
-    events_.pop_back();
+    Event e = events_.pop();
+    prefetch_next();
     SimQp* qp = find_qp(e.qpn);
     if (!qp || qp->drop_if_stale(e)) return true;  // a destroyed QP's packets and timers, a cancelled timer: no time passes
     const std::uint32_t node = qp->domain().node();
@@ -309,45 +341,73 @@ bool FabricState::step() {
         case EventKind::timeout: qp->on_timeout(e); break;
         case EventKind::place: qp->on_place(e); break;
         case EventKind::deferred: qp->on_deferred(e); break;
+        case EventKind::respond: qp->on_respond(e); break;
     }
     if (!overrun_cqs.empty()) handle_overruns();
     return true;
 }
 
-std::uint32_t FabricState::add_qp(SimQp* qp) {
+void FabricState::prefetch_next() noexcept {
+    // With thousands of QPs the next event's QP is seldom in cache: its lines are asked for now, to arrive
+    // while the current event runs. Looking at the next event changes nothing of the order. A stale
+    // pointer does no harm: a prefetch never faults.
+    if (events_.empty()) return;
+    const Event& next = events_.top();
+    auto prefetch = [this](std::uint32_t qpn, int lines) {
+        const std::uint32_t slot = slot_of(qpn);
+        if (slot >= qps_.size() || !qps_[slot]) return;
+        const char* qp = reinterpret_cast<const char*>(qps_[slot]);
+        for (int k = 0; k < lines; ++k) __builtin_prefetch(qp + 64 * k);
+    };
+    // The hot members lead the QP (sim.hpp); a message arriving also needs the responder's state behind
+    // them, and the requester's send queue.
+    const bool receiving = next.kind == EventKind::deliver || next.kind == EventKind::place;
+    prefetch(next.qpn, receiving ? 8 : 4);
+    if (next.kind == EventKind::deliver) prefetch(next.peer, 4);
+    // The send-queue entry a message or an acknowledgement is about, and its gather list.
+    if (next.kind == EventKind::deliver || next.kind == EventKind::ack) {
+        const std::uint32_t slot = slot_of(next.kind == EventKind::deliver ? next.peer : next.qpn);
+        if (slot >= rings_.size()) return;
+        const SendRing& r = rings_[slot];
+        if (!r.entries) return;
+        const std::uint64_t i = next.msn & r.mask;
+        const char* entry = reinterpret_cast<const char*>(r.entries + i);
+        __builtin_prefetch(entry);
+        __builtin_prefetch(entry + sizeof(SqEntry) - 1);
+        __builtin_prefetch(r.segments + i * r.max_sge);
+    }
+}
+
+std::uint32_t FabricState::add_qp(SimQp* qp, const SendRing& ring) {
     std::uint32_t slot;
     if (!free_slots_.empty()) {
         slot = free_slots_.back();
         free_slots_.pop_back();
     } else {
-        if (qps_.size() >= max_qps - 1) {
+        if (qps_.size() >= max_qps) {
             throw Error(Errc::resource_exhausted, "the fabric has " + std::to_string(qps_.size()) +
                                                       " queue pairs, the most it supports",
                         "sim", "create_qp");
         }
         slot = static_cast<std::uint32_t>(qps_.size());
         qps_.push_back(nullptr);
+        rings_.emplace_back();
         qp_gen_.push_back(0);
     }
     qps_[slot] = qp;
-    qp_gen_[slot] = (qp_gen_[slot] + 1) & 0xff;
-    // 24-bit QP numbers like verbs: generation in the top byte, slot + 1 below (never 0).
-    return (qp_gen_[slot] << slot_bits) | (slot + 1);
+    rings_[slot] = ring;
+    const std::uint32_t gen = ++qp_gen_[slot];  // wraps at 256
+    const std::uint32_t s = slot + 1;
+    return (s >> 16) << 24 | gen << 16 | (s & 0xffff);
 }
 
 void FabricState::remove_qp(std::uint32_t qpn) noexcept {
-    std::uint32_t slot = (qpn & (max_qps - 1)) - 1;
+    const std::uint32_t slot = slot_of(qpn);
     if (slot < qps_.size() && qps_[slot] && qps_[slot]->qp_num == qpn) {
         qps_[slot] = nullptr;
+        rings_[slot] = {};
         free_slots_.push_back(slot);
     }
-}
-
-SimQp* FabricState::find_qp(std::uint32_t qpn) const noexcept {
-    std::uint32_t slot = (qpn & (max_qps - 1)) - 1;
-    if (slot >= qps_.size()) return nullptr;
-    SimQp* qp = qps_[slot];
-    return (qp && qp->qp_num == qpn) ? qp : nullptr;
 }
 
 std::shared_ptr<FabricState> attach_fabric(const Params& params) {
@@ -494,6 +554,12 @@ void Fabric::stall(const Domain& node, std::chrono::nanoseconds duration) {
     state_->stalled_until[n] = until(state_->now, duration);
 }
 
+std::uint64_t Fabric::program_time(const Domain& node) const {
+    const auto n = node_of(node);
+    std::lock_guard lock(state_->mu);
+    return state_->program_time(n);
+}
+
 void Fabric::fail_next_registration(unsigned count) {
     std::lock_guard lock(state_->mu);
     state_->fail_registrations += count;
@@ -502,6 +568,16 @@ void Fabric::fail_next_registration(unsigned count) {
 void Fabric::fail_next_qp_creation(unsigned count) {
     std::lock_guard lock(state_->mu);
     state_->fail_qp_creations += count;
+}
+
+std::vector<std::uint8_t> Fabric::explored_choices(const std::string& name) {
+    std::lock_guard lock(detail::explored_mutex);
+    auto& logs = detail::explored();
+    auto it = logs.find(name);
+    if (it == logs.end()) return {};
+    auto out = std::move(it->second);
+    logs.erase(it);
+    return out;
 }
 
 Fabric::Stats Fabric::stats() const {

@@ -8,6 +8,7 @@
 #include <weft/error.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 namespace weft::sim::detail {
@@ -25,22 +26,22 @@ constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byt
 SimQp::SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& setup)
     : domain_(std::move(domain)),
       fabric_(*domain_->fabric()),
+      sq_(std::bit_ceil(std::max<std::size_t>(setup.options.max_send, 1))),
+      sq_sge_(sq_.size() * setup.options.max_sge),
+      max_sge_(setup.options.max_sge),
       send_cq_(std::static_pointer_cast<SimCq>(setup.send_cq)),
       recv_cq_(std::static_pointer_cast<SimCq>(setup.recv_cq)),
+      rq_(std::bit_ceil(std::max<std::size_t>(setup.options.max_recv, 1))),
+      rq_sge_(rq_.size() * setup.options.max_sge),
       options_(setup.options),
-      max_sge_(setup.options.max_sge),
       max_inline_(setup.options.max_inline),
-      sq_(setup.options.max_send),
-      sq_sge_(static_cast<std::size_t>(setup.options.max_send) * setup.options.max_sge),
-      sq_inline_(static_cast<std::size_t>(setup.options.max_send) * setup.options.max_inline),
-      rq_(std::max<std::uint32_t>(setup.options.max_recv, 1)),
-      rq_sge_(static_cast<std::size_t>(rq_.size()) * setup.options.max_sge) {
+      sq_inline_(sq_.size() * setup.options.max_inline) {
     caps.max_send = setup.options.max_send;
     caps.max_recv = setup.options.max_recv;
     caps.max_sge = max_sge_;
     caps.max_inline = max_inline_;
     std::lock_guard lock(fabric_.mu);
-    qp_num = fabric_.add_qp(this);
+    qp_num = fabric_.add_qp(this, {sq_.data(), sq_sge_.data(), static_cast<std::uint32_t>(sq_.size() - 1), max_sge_});
 }
 
 SimQp::~SimQp() {
@@ -130,6 +131,9 @@ void SimQp::connect(std::span<const std::byte> peer) {
         h = (h ^ (h >> 31)) * 0x94d049bb133111ebull;
         path_ns_ = (h ^ (h >> 29)) % (fabric_.params.latency_ns + 1);
     }
+    // The two programs exchanged addresses to get here: what either did before is done before the
+    // other's first message can arrive.
+    fabric_.join_programs(domain_->node(), peer_node);
     state_ = QpState::rts;
 }
 

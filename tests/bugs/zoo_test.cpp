@@ -23,7 +23,7 @@ struct Needs {
         const auto* b = weft::bugs::find(bug);
         if (!b || b->needs.empty()) return true;
         const std::string probe = "sim:fabric=weft-bugs-probe," + std::string(b->needs) +
-                                  (b->needs == "reorder" ? "=none" : "=1");
+                                  (b->needs == "reorder" ? "=none" : b->needs == "program_ns" ? "=5000" : "=1");
         try {
             (void)weft::open(probe);
         } catch (const weft::Error& e) {
@@ -88,9 +88,14 @@ WEFT_BUG_CASES(read_after_write, 10)
 WEFT_BUG_CASES(send_buffer_reuse, 10)
 WEFT_BUG_CASES(late_receive, 10)
 WEFT_BUG_CASES(ignored_errors, 10)
+WEFT_BUG_CASES(reply_then_repost, 100)
+WEFT_BUG_CASES(credit_off_by_one, 100)
+WEFT_BUG_CASES(cross_qp_notification, 100)
+WEFT_BUG_CASES(lock_without_fence, 100)
+WEFT_BUG_CASES(cpu_writer_racing_read, 100)
 
 BOOST_AUTO_TEST_CASE(every_bug_of_the_zoo_is_tested) {
-    BOOST_TEST(weft::bugs::all().size() == 5u);
+    BOOST_TEST(weft::bugs::all().size() == 10u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -77,6 +77,33 @@ std::string run_scenario(const std::string& config) {
 
 BOOST_AUTO_TEST_SUITE(fabric)
 
+// A fabric holds more than 65,535 QPs (the limit of 16-bit slots): the QPs past it get distinct numbers,
+// connect, and carry a write.
+BOOST_AUTO_TEST_CASE(more_than_65535_queue_pairs_connect_and_write) {
+    Node a("sim:fabric=many_qps,reorder=none"), b("sim:fabric=many_qps,reorder=none");
+    std::vector<QueuePair> extra;
+    extra.reserve(66000);
+    for (int i = 0; i < 66000; ++i) {
+        extra.push_back(a.dom.create_qp({.send_cq = a.cq, .recv_cq = a.cq, .max_send = 1, .max_recv = 1}));
+    }
+    auto late_a = a.dom.create_qp({.send_cq = a.cq, .recv_cq = a.cq, .max_send = 4, .max_recv = 1});
+    auto late_b = b.dom.create_qp({.send_cq = b.cq, .recv_cq = b.cq, .max_send = 4, .max_recv = 1});
+    BOOST_TEST(late_a.qp_num() > 0xffffu);
+    BOOST_TEST(late_a.qp_num() != late_b.qp_num());
+    BOOST_TEST(extra.front().qp_num() != extra.back().qp_num());
+    late_a.connect(late_b.address());
+    late_b.connect(late_a.address());
+    std::memcpy(a.buf.data(), "wheel", 5);
+    BOOST_TEST_REQUIRE(late_a.post_send({write(1, a.mr.slice(0, 5), b.mr.remote().slice(64, 5))}));
+    Completion wc[1];
+    std::size_t got = 0;
+    for (int spin = 0; spin < 100 && got == 0; ++spin) got = a.cq.poll(wc).size();
+    BOOST_TEST_REQUIRE(got == 1u);
+    BOOST_TEST(wc[0].ok());
+    BOOST_TEST(wc[0].qp_num == late_a.qp_num());
+    BOOST_TEST(std::memcmp(b.buf.data() + 64, "wheel", 5) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(same_seed_gives_identical_completions_and_time) {
     auto first = run_scenario("sim:fabric=det,seed=7,mtu=1024");
     auto second = run_scenario("sim:fabric=det,seed=7,mtu=1024");

@@ -194,7 +194,7 @@ BOOST_AUTO_TEST_CASE(ack_jitter_varies_completion_time_with_the_seed_and_never_s
             if (std::string(reorder) == "none") BOOST_TEST(t == 3000u);
             else {
                 BOOST_TEST(t >= 3000u);
-                BOOST_TEST(t <= 3500u);  // at most half a latency late
+                BOOST_TEST(t <= 5000u);  // at most two latencies late
                 times.push_back(t);
             }
         }

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 
 using namespace weft;
@@ -125,12 +126,39 @@ BOOST_AUTO_TEST_CASE(a_source_buffer_changed_before_completion_is_reported) {
         a.buf[100] = std::byte{1};  // the program reuses the buffer before the send completed
         BOOST_TEST(next(a.cq).ok());
         BOOST_TEST(next(a.cq).ok());
+        BOOST_TEST((b.buf[100] == std::byte{1}));  // changed before its packet left: sent as changed
         const auto log = Fabric::of(a.dom).misuse();
         if (std::string(check) == "1") {
             BOOST_REQUIRE(log.size() == 1u);  // only the send: the write's source did not change
             BOOST_TEST(log[0].find("source buffer of send request id=7 (send, 4096 bytes)") != std::string::npos);
         } else {
             BOOST_TEST(log.empty());
+        }
+    }
+}
+
+// The digest has a path for the words of whole 64-byte blocks and one for the rest, and a change in either,
+// of one byte or by swapping two words, must show; every change here is reported, once.
+BOOST_AUTO_TEST_CASE(a_change_anywhere_in_a_source_of_any_length_is_reported) {
+    Node a("sim:fabric=srcany"), b("sim:fabric=srcany");
+    link(a, b);
+    std::uint64_t id = 0;
+    std::size_t reports = 0;
+    for (std::size_t len : {std::size_t{1}, std::size_t{8}, std::size_t{63}, std::size_t{64}, std::size_t{100},
+                            std::size_t{4096 + 13}, std::size_t{65536}}) {
+        std::vector<std::size_t> at = {0, len / 2, len - 1};
+        for (std::size_t off : at) {
+            for (std::size_t k = 0; k < len; ++k) a.buf[k] = std::byte(k * 7 + len);
+            BOOST_REQUIRE(a.qp.post_send({write(++id, a.mr.slice(0, len), b.mr.remote().slice(0, len))}));
+            a.buf[off] ^= std::byte{0x10};
+            BOOST_TEST(next(a.cq).ok());
+            BOOST_TEST(Fabric::of(a.dom).misuse().size() == ++reports, "length " << len << ", byte " << off);
+        }
+        if (len >= 16) {
+            BOOST_REQUIRE(a.qp.post_send({write(++id, a.mr.slice(0, len), b.mr.remote().slice(0, len))}));
+            std::swap_ranges(a.buf.begin(), a.buf.begin() + 8, a.buf.begin() + 8);  // same bytes, other order
+            BOOST_TEST(next(a.cq).ok());
+            BOOST_TEST(Fabric::of(a.dom).misuse().size() == ++reports, "length " << len << ", swapped words");
         }
     }
 }

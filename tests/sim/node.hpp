@@ -1,4 +1,5 @@
-// Simulator tests: a node (domain, CQ, QP, 1 MiB registered buffer) and helpers to connect and drain them.
+// Simulator tests: a node (domain, CQ, QP, registered buffer: 1 MiB unless asked) and helpers to connect and
+// drain them.
 #pragma once
 
 #include <weft/sim/fabric.hpp>
@@ -21,14 +22,15 @@ struct Node {
     std::vector<std::byte> buf;
     MemoryRegion mr;
 
-    explicit Node(const std::string& config, QpOptions o = {}, std::uint32_t cq_depth = 4096)
+    explicit Node(const std::string& config, QpOptions o = {}, std::uint32_t cq_depth = 4096,
+                  std::size_t buffer_bytes = std::size_t{1} << 20)
         : dom(open(config)), cq(dom.create_cq({.depth = cq_depth})) {
         o.send_cq = cq;
         o.recv_cq = cq;
         if (o.max_send == QpOptions{}.max_send) o.max_send = 1024;
         if (o.max_recv == QpOptions{}.max_recv) o.max_recv = 1024;
         qp = dom.create_qp(o);
-        buf.assign(1 << 20, std::byte{0});
+        buf.assign(buffer_bytes, std::byte{0});
         mr = dom.register_memory(buf, all_access);
     }
 

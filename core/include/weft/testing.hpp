@@ -28,11 +28,14 @@
 #include <boost/test/unit_test.hpp>
 #include <boost/test/results_collector.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <deque>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -244,6 +247,146 @@ SweepResult check_determinism(Body&& body, const SweepOptions& options = {}) {
             }
         },
         options);
+}
+
+/// One schedule of an exploration: the token naming its choices and the configuration to open.
+struct Schedule {
+    std::string token;      ///< digits 0-2, one per choice point from the first; later points take 0
+    std::string config;     ///< e.g. "sim:seed=1,fabric=weft-explore,schedule=0012"; open every node with it
+    std::uint64_t index = 0;  ///< 0-based position in the exploration
+};
+
+/// What weft::testing::explore runs.
+struct ExploreOptions {
+    /// Base configuration: `sim` or `sim:key=value,...` without `seed`, `fabric` or `schedule`.
+    std::string base = "sim";
+    std::uint64_t budget = 1000;   ///< schedules to run at most
+    /// Choice points a schedule may take off their default alternative (0 runs the default schedule only).
+    unsigned max_deviations = 2;
+    /// Whether $WEFT_SIM_SCHEDULE=TOKEN (replay) runs that schedule alone.
+    bool honour_environment = true;
+    bool allow_misuse = false;  ///< as SweepOptions::allow_misuse
+};
+
+/// What an exploration did.
+struct ExploreResult {
+    std::uint64_t schedules = 0;       ///< schedules run (including a failing one)
+    std::uint64_t choice_points = 0;   ///< met by the default schedule
+    std::uint64_t most_choice_points = 0;  ///< met by the longest schedule
+    bool exhausted = false;  ///< every schedule within max_deviations ran (the budget was not the limit)
+    std::map<std::string, std::uint64_t> outcomes;  ///< what the body returned, and how many schedules did
+    std::optional<std::string> failed;               ///< the token of the first failing schedule
+    /// True when no schedule failed.
+    bool ok() const noexcept { return !failed; }
+};
+
+/// Enumerates the simulator's seeded choices in a small scenario, systematically rather than at random.
+/// Every choice the seed would make (a pause of a program, a deferred read, a permutation of packets, a
+/// jitter, a fault) becomes a choice point with two or three alternatives: the extremes and the middle of
+/// a range, both outcomes of a chance. The default schedule takes alternative 0 everywhere; the
+/// exploration then runs every schedule that differs from it in at most `max_deviations` choice points,
+/// those with fewer deviations first (breadth first over deviations, the idea of delay-bounded
+/// scheduling: most concurrency bugs need few unusual choices, and the count of schedules stays
+/// polynomial in the number of choice points), until `budget` schedules ran.
+///
+/// `body(const Schedule&)` opens every node with `schedule.config`, runs the scenario and returns its
+/// outcome (anything convertible to std::string; void counts as one outcome). A schedule fails as a
+/// sweep's seed does (a failed assertion, an exception, a misuse); the exploration then stops and prints
+/// the token and the command that replays it ($WEFT_SIM_SCHEDULE=TOKEN, or open `sim:schedule=TOKEN,...`
+/// by hand). Prints the schedules run, the choice points seen and the distinct outcomes.
+template <class Body>
+ExploreResult explore(Body&& body, const ExploreOptions& options = {}) {
+    namespace ut = boost::unit_test;
+    for (std::string_view key : {"fabric=", "schedule="}) {
+        if (options.base.find(key) != std::string::npos) {
+            throw std::invalid_argument("weft::testing::explore: the base config \"" + options.base + "\" sets " +
+                                        std::string(key) + " itself; the exploration chooses it");
+        }
+    }
+    const std::string fabric = "weft-explore";
+    const std::string prefix = detail::with_seed(options.base, 1) + ",fabric=" + fabric + ",schedule=";
+    ExploreResult result;
+    std::deque<std::string> pending{""};
+    bool replay = false;
+    if (options.honour_environment) {
+        if (const char* t = std::getenv("WEFT_SIM_SCHEDULE"); t && *t) {
+            pending = {t};
+            replay = true;
+        }
+    }
+    while (!pending.empty() && result.schedules < options.budget) {
+        Schedule s{std::move(pending.front()), {}, result.schedules};
+        pending.pop_front();
+        s.config = prefix + (s.token.empty() ? "0" : s.token);
+        const std::size_t before = detail::failures_so_far();
+        const std::uint64_t misuses_before = weft::sim::Fabric::misuse_tally().count;
+        ++result.schedules;
+        auto report = [&](std::string_view why) {
+            result.failed = s.token.empty() ? "0" : s.token;
+            const auto& master = ut::framework::master_test_suite();
+            std::ostringstream os;
+            os << "weft::testing: schedule " << *result.failed << " (" << result.schedules
+               << " run) failed" << why << " (config " << s.config << "); replay with\n  WEFT_SIM_SCHEDULE="
+               << *result.failed << " "
+               << (master.argc > 0 ? detail::shell_quote(master.argv[0]) : std::string("<test binary>"))
+               << " --run_test=" << detail::shell_quote(ut::framework::current_test_case().full_name()) << "\n";
+            std::cerr << os.str() << std::flush;
+            BOOST_TEST_MESSAGE(os.str());
+        };
+        try {
+            BOOST_TEST_CONTEXT("schedule " << (s.token.empty() ? "0" : s.token) << " (" << s.config << ")") {
+                if constexpr (std::is_void_v<decltype(body(static_cast<const Schedule&>(s)))>) {
+                    body(static_cast<const Schedule&>(s));
+                    ++result.outcomes[""];
+                } else {
+                    ++result.outcomes[std::string(body(static_cast<const Schedule&>(s)))];
+                }
+            }
+        } catch (...) {
+            report(": the body threw");
+            throw;
+        }
+        const std::vector<std::uint8_t> arity = weft::sim::Fabric::explored_choices(fabric);
+        if (result.schedules == 1) result.choice_points = arity.size();
+        result.most_choice_points = std::max<std::uint64_t>(result.most_choice_points, arity.size());
+        if (!options.allow_misuse) {
+            const auto tally = weft::sim::Fabric::misuse_tally();
+            if (tally.count != misuses_before) {
+                BOOST_ERROR("schedule " << s.token << ": the simulator recorded " << tally.count - misuses_before
+                                        << " misuse(s) of the API, the last: " << tally.last
+                                        << " (ExploreOptions::allow_misuse accepts them)");
+            }
+        }
+        if (detail::failures_so_far() != before) {
+            report("");
+            return result;
+        }
+        if (replay) break;
+        // The children of this schedule: one more deviation at a choice point it left at its default.
+        const auto deviations = static_cast<unsigned>(std::count_if(s.token.begin(), s.token.end(), [](char c) { return c != '0'; }));
+        if (deviations >= options.max_deviations) continue;
+        for (std::size_t i = s.token.size(); i < arity.size(); ++i) {
+            for (unsigned alt = 1; alt < arity[i]; ++alt) {
+                if (pending.size() + result.schedules >= options.budget) break;
+                std::string child = s.token;
+                child.resize(i, '0');
+                child += static_cast<char>('0' + alt);
+                pending.push_back(std::move(child));
+            }
+        }
+    }
+    result.exhausted = pending.empty() && !replay;
+    std::ostringstream os;
+    os << "weft::testing: explored " << result.schedules << " schedule(s) (" << options.base << ", up to "
+       << options.max_deviations << " deviation(s), budget " << options.budget << ", "
+       << (replay ? "the one $WEFT_SIM_SCHEDULE names" : result.exhausted ? "all of them" : "stopped by the budget")
+       << "); choice points: "
+       << result.choice_points << " on the default schedule, " << result.most_choice_points << " at most; "
+       << result.outcomes.size() << " distinct outcome(s):";
+    for (const auto& [outcome, n] : result.outcomes) os << " [" << outcome << "] x" << n;
+    std::cout << os.str() << "\n" << std::flush;
+    BOOST_TEST_MESSAGE(os.str());
+    return result;
 }
 
 /// Accumulates a run's observable behaviour as text, for check_determinism: completions, values,

@@ -35,14 +35,20 @@ class FabricState;
 ///   latency_ns=N  one-way latency per packet (default 1000)
 ///   gbps=X        link bandwidth in Gbit/s (default 100)
 ///   mtu=N         packet payload: 256, 512, 1024, 2048, 4096 (default 4096)
-///   reorder=R     legal behaviours chosen by the seed: all (default), none, or torn|read_after_write|jitter
+///   reorder=R     legal behaviours chosen by the seed: all (default), none, or names joined by '|' from
+///                 torn, read_after_write, jitter, qp_paths, program
+///   program_ns=N  reorder=program: the longest pause of a program between two API calls (default 5000)
+///   programs=P    per_node (default: each domain is its own program) or one (all calls form one program)
 ///   profile=P     spec (default) or rxe: whose error statuses to report
 ///   strict=1      abort on the first misuse instead of only reporting it
 ///   check_sources=0  do not digest send/write sources to catch buffers changed in flight (default 1)
 ///   drop=P, duplicate=P, delay=P  probabilities that a packet is lost, arrives twice, or is held up by up to
 ///                 delay_ns (default 10000); RC retransmission hides them from the program
+///   schedule=T    systematic exploration: take the choices of schedule token T (weft::testing::explore)
 ///   trace=PATH    record a trace from the start and write it to PATH as Perfetto JSON at the end
-class Fabric {
+// libweft builds the simulator with hidden visibility (its internals are not part of the ABI); this class is
+// the simulator's public face and is exported.
+class __attribute__((visibility("default"))) Fabric {
 public:
     /// A duration meaning "until healed" (cut) or "for good" (stall).
     static constexpr std::chrono::nanoseconds forever = std::chrono::nanoseconds::max();
@@ -60,6 +66,7 @@ public:
         std::uint64_t duplicated = 0;  ///< by duplicate=
         std::uint64_t delayed = 0;     ///< by delay=
         std::uint64_t retransmitted = 0;  ///< requests sent again after a timeout or a sequence NAK
+        std::uint64_t reread = 0;      ///< reads executed again for a retransmitted request (memory read anew)
     };
 
     /// The fabric of a `sim` domain. Throws weft::Error (invalid_argument) for a domain of another backend.
@@ -67,6 +74,11 @@ public:
 
     /// Virtual time in nanoseconds since the fabric was created.
     std::uint64_t now() const;
+    /// Program time (reorder=program): when the last API call of `node`'s program took effect, never before
+    /// now(). A thread driving several nodes polls the one furthest behind first, so that no node's program
+    /// runs ahead and drags the fabric's time past what the others have yet to do (docs/simulator.md,
+    /// "Program time"). Without program time, now().
+    std::uint64_t program_time(const Domain& node) const;
     /// Processes events until nothing is in flight (or `max_events` ran); returns the number processed.
     std::size_t run_until_idle(std::size_t max_events = SIZE_MAX);
     /// Processes the events of the next `duration` of virtual time and advances the clock by it.
@@ -104,6 +116,11 @@ public:
     void fail_next_qp_creation(unsigned count = 1);
     /// What the fault model did so far.
     Stats stats() const;
+
+    /// Systematic exploration: the choice points a fabric called `name`, opened with `schedule=`, met — one
+    /// entry per point in the order met, its number of alternatives (2 or 3) — recorded when it closed.
+    /// Taken: a second call returns nothing until another such fabric of that name closes.
+    static std::vector<std::uint8_t> explored_choices(const std::string& name);
 
     // ---- trace
 

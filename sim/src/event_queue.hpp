@@ -1,0 +1,225 @@
+// The simulator's pending events in (time, seq) order at a cost per event that does not grow with the number
+// pending: a hierarchical timing wheel over the 64-bit virtual time, with a small heap beside it for the rare
+// event scheduled before the wheel's cursor.
+//
+// The wheel has 8 levels of 256 slots, one level per byte of the time. An event goes to the level of the
+// highest byte in which its time differs from the cursor, into the slot named by that byte of its time; so a
+// level-0 slot holds events of one exact time, and a higher slot a range of times. Popping takes the head of
+// the first non-empty level-0 slot; when level 0 is empty, the first non-empty slot of the lowest non-empty
+// level is cascaded: the cursor moves to the start of its range and its events are spread over the lower
+// levels. An event is cascaded at most 7 times, whatever else is pending.
+//
+// Ties at one time stay in sequence order, which is what keeps a seed's run identical to the heap this
+// replaces: sequence numbers grow with every push, so appending keeps a slot's list sorted, and a cascade
+// moves a sorted list into lower levels that are all empty (it happens only then), keeping the order.
+//
+// The cursor never passes the earliest event in the wheel, but it may pass the simulator's clock (a cascade
+// goes to the start of a far slot; a cancelled timer is dropped without moving the clock), so an event may be
+// pushed with a time before it. When the cursor is far ahead and the wheel holds only a few events (typically
+// the clock idles towards a far timer and the program posts new work), the cursor is moved back to the new
+// event instead and those few are slotted again; otherwise the event goes to `early_`, a binary heap that
+// holds only events between the clock and the cursor, and empties as the clock catches up.
+//
+// Storage: events live in a pool of nodes linked into per-slot lists by index; the pool and the early heap
+// keep their capacity, so once the largest number of pending events has been reached nothing allocates.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+namespace weft::sim::detail {
+
+/// Items ordered by (`time`, `seq`); `T` has `std::uint64_t time, seq` members, and each pushed item's
+/// `seq` is larger than that of every item pushed before.
+template <class T>
+class [[gnu::visibility("hidden")]] EventQueue {
+public:
+    EventQueue() { nodes_.reserve(1024); }
+
+    bool empty() const noexcept { return size_ == 0; }
+    std::size_t size() const noexcept { return size_; }
+
+    void push(const T& item) {
+        ++size_;
+        if (item.time < cursor_ && !(cursor_ - item.time >= rewind_gap && rewind(item.time))) {
+            early_.push_back(item);
+            std::push_heap(early_.begin(), early_.end(), later);
+            return;
+        }
+        // The cached front stays the front unless this item comes before it (a later one lands behind it).
+        if (front_ != nil && later(nodes_[front_].item, item)) front_ = nil;
+        std::uint32_t n = free_;
+        if (n != nil) {
+            free_ = nodes_[n].next;
+        } else {
+            n = static_cast<std::uint32_t>(nodes_.size());
+            nodes_.emplace_back();
+        }
+        nodes_[n].item = item;
+        append(slot_of(item.time), n);
+    }
+
+    /// The earliest item. Not empty.
+    const T& top() noexcept {
+        if (front_ == nil) front_ = wheel_front();
+        const std::uint32_t n = front_;
+        if (early_.empty() || (n != nil && !later(nodes_[n].item, early_.front()))) return nodes_[n].item;
+        return early_.front();
+    }
+
+    /// Removes and returns the earliest item. Not empty.
+    T pop() noexcept {
+        --size_;
+        const std::uint32_t n = front_ != nil ? front_ : wheel_front();
+        if (!early_.empty() && (n == nil || later(nodes_[n].item, early_.front()))) {
+            front_ = n;  // still the wheel's front
+            std::pop_heap(early_.begin(), early_.end(), later);
+            T item = early_.back();
+            early_.pop_back();
+            return item;
+        }
+        front_ = nil;
+        // n heads a level-0 slot: unlink it.
+        const std::uint32_t s = static_cast<std::uint32_t>(nodes_[n].item.time & (slots - 1));
+        List& l = lists_[s];
+        l.head = nodes_[n].next;
+        if (l.head == nil) {
+            l.tail = nil;
+            clear_bit(s);
+            // Popped next, most likely: the head of the next non-empty level-0 slot, if in the same word.
+            if (const std::uint64_t rest = bits_[s / 64] & ~((std::uint64_t{2} << (s % 64)) - 1); rest != 0) {
+                __builtin_prefetch(&nodes_[lists_[(s / 64) * 64 + static_cast<unsigned>(std::countr_zero(rest))].head]);
+            }
+        } else {
+            __builtin_prefetch(&nodes_[l.head]);  // popped next, most likely: its line is on its way meanwhile
+        }
+        T item = nodes_[n].item;
+        nodes_[n].next = free_;
+        free_ = n;
+        return item;
+    }
+
+private:
+    static constexpr std::uint32_t nil = UINT32_MAX;
+    static constexpr unsigned digit_bits = 8;
+    static constexpr std::uint32_t slots = 1u << digit_bits;
+    static constexpr unsigned levels = 64 / digit_bits;
+    static constexpr unsigned words = slots / 64;  // bitmap words per level
+    static constexpr std::size_t rewind_max = 16;  // the most events in the wheel that rewind() slots again
+    // The least distance to the cursor worth a rewind: a cursor a slot or two ahead (the next event a few
+    // hundred ns away) is caught up with soon, and the early heap is cheaper meanwhile than slotting again;
+    // one that went to a far timer would send everything to the heap for a long while.
+    static constexpr std::uint64_t rewind_gap = std::uint64_t{1} << 16;
+    static_assert(levels * digit_bits == 64 && slots % 64 == 0 && levels * words == 32);
+
+    struct Node {
+        T item;
+        std::uint32_t next = nil;
+    };
+    struct List {
+        std::uint32_t head = nil, tail = nil;
+    };
+
+    [[gnu::always_inline]] static bool later(const T& a, const T& b) noexcept {
+        return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+    }
+
+    // The list (level * slots + slot) an item of time `t` (>= cursor_) belongs to.
+    std::uint32_t slot_of(std::uint64_t t) const noexcept {
+        const std::uint64_t x = t ^ cursor_;
+        const unsigned level = x == 0 ? 0 : static_cast<unsigned>(63 - std::countl_zero(x)) / digit_bits;
+        return level * slots + static_cast<std::uint32_t>((t >> (level * digit_bits)) & (slots - 1));
+    }
+
+    void append(std::uint32_t list, std::uint32_t n) noexcept {
+        List& l = lists_[list];
+        nodes_[n].next = nil;
+        if (l.tail == nil) {
+            l.head = n;
+            bits_[list / 64] |= std::uint64_t{1} << (list % 64);
+            summary_ |= 1u << (list / 64);
+        } else {
+            nodes_[l.tail].next = n;
+        }
+        l.tail = n;
+    }
+
+    // Moves the cursor back to `t` (before every event in the wheel) when the wheel holds at most rewind_max
+    // events, and slots them again; false (nothing changed) when it holds more. Called from push, with size_
+    // already counting the event being pushed.
+    bool rewind(std::uint64_t t) noexcept {
+        if (size_ - 1 - early_.size() > rewind_max) return false;
+        std::array<std::uint32_t, rewind_max> found;
+        std::size_t k = 0;
+        for (std::uint32_t words_left = summary_; words_left != 0; words_left &= words_left - 1) {
+            const unsigned w = static_cast<unsigned>(std::countr_zero(words_left));
+            for (std::uint64_t b = bits_[w]; b != 0; b &= b - 1) {
+                List& l = lists_[w * 64 + static_cast<unsigned>(std::countr_zero(b))];
+                for (std::uint32_t n = l.head; n != nil; n = nodes_[n].next) found[k++] = n;
+                l = {};
+            }
+            bits_[w] = 0;
+        }
+        summary_ = 0;
+        front_ = nil;  // it may no longer head a level-0 list
+        // In (time, seq) order: events of one time then sit in sequence order in whatever list they reach.
+        for (std::size_t i = 1; i < k; ++i) {
+            for (std::size_t j = i; j > 0 && later(nodes_[found[j - 1]].item, nodes_[found[j]].item); --j) {
+                std::swap(found[j - 1], found[j]);
+            }
+        }
+        cursor_ = t;
+        for (std::size_t i = 0; i < k; ++i) append(slot_of(nodes_[found[i]].item.time), found[i]);
+        return true;
+    }
+
+    void clear_bit(std::uint32_t list) noexcept {
+        std::uint64_t& word = bits_[list / 64];
+        word &= ~(std::uint64_t{1} << (list % 64));
+        if (word == 0) summary_ &= ~(1u << (list / 64));
+    }
+
+    // The node holding the wheel's earliest item (cascading as needed), or nil when the wheel is empty. The
+    // lowest non-empty list is the first slot of the lowest non-empty level.
+    std::uint32_t wheel_front() noexcept {
+        while (summary_ != 0) {
+            const unsigned w = static_cast<unsigned>(std::countr_zero(summary_));
+            const std::uint32_t list = w * 64 + static_cast<std::uint32_t>(std::countr_zero(bits_[w]));
+            if (list < slots) return lists_[list].head;
+            cascade(list / slots, list % slots);
+        }
+        return nil;
+    }
+
+    // Moves the cursor to the start of slot `s` of `level` (every lower level is empty) and spreads its items
+    // over the lower levels, in list order.
+    void cascade(unsigned level, std::uint32_t s) noexcept {
+        const unsigned shift = level * digit_bits;
+        const std::uint64_t above = shift + digit_bits == 64 ? 0 : cursor_ >> (shift + digit_bits) << (shift + digit_bits);
+        cursor_ = above | (std::uint64_t{s} << shift);
+        const std::uint32_t list = level * slots + s;
+        std::uint32_t n = lists_[list].head;
+        lists_[list] = {};
+        clear_bit(list);
+        while (n != nil) {
+            const std::uint32_t next = nodes_[n].next;
+            append(slot_of(nodes_[n].item.time), n);
+            n = next;
+        }
+    }
+
+    std::vector<Node> nodes_;
+    std::uint32_t free_ = nil;  // free nodes, linked through `next`
+    std::array<List, levels * slots> lists_{};
+    std::array<std::uint64_t, levels * words> bits_{};  // non-empty lists
+    std::uint32_t summary_ = 0;                          // bit w: bits_[w] is not 0
+    std::uint32_t front_ = nil;  // the wheel's earliest node as top() found it (heading a level-0 list), or nil
+    std::uint64_t cursor_ = 0;  // no item in the wheel is earlier; an item at level k shares the bytes above k
+    std::vector<T> early_;      // binary heap of items pushed with a time before cursor_
+    std::size_t size_ = 0;
+};
+
+}  // namespace weft::sim::detail
