@@ -10,6 +10,8 @@
 //   address vector) and two Rings of preallocated Slots, one per queue.
 #pragma once
 
+#include "ofi_wire.hpp"
+
 #include <weft/backend.hpp>
 #include <weft/error.hpp>
 
@@ -39,7 +41,6 @@
 
 namespace weft::ofi {
 
-inline constexpr std::string_view backend_name = "ofi";
 inline constexpr std::uint32_t fi_api_version = FI_VERSION(1, 17);
 
 // ---- RAII for libfabric objects
@@ -68,8 +69,9 @@ inline long check(long ret, std::string_view call, std::string_view object, std:
     return ret;
 }
 
-// Sets libfabric's environment defaults the backend relies on (the MR cache off), once, before the
-// process's first libfabric call that goes through the backend (ofi_plugin.cpp).
+// Sets libfabric's environment defaults the backend relies on (the MR cache off, rxm's universe size and
+// shared receive context), once, before the process's first libfabric call that goes through the backend
+// (ofi_plugin.cpp).
 void prepare_libfabric();
 
 // ---- What the chosen provider needs and offers, decided once at open
@@ -147,7 +149,8 @@ private:
 // peer's program runs or polls. It breaks (RST) when the peer QP closes its socket: when the QP is
 // destroyed, goes to error, or its process ends, however it ends.
 
-// The peer address a liveness connection goes to: the IP of the peer's endpoint name, port from its address.
+// The peer address a liveness connection goes to: the IP of the peer's endpoint name
+// (wire::liveness_address), port from its address.
 struct LivenessTarget {
     sockaddr_storage addr{};
     socklen_t len = 0;
@@ -160,16 +163,6 @@ int liveness_listen(const sockaddr_storage& ip, socklen_t len, std::uint16_t& po
 // unwatched). The connect may still be in progress; `refused` says it was refused at once (the peer QP's
 // listener is closed already: it is in error or gone).
 int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try, unsigned tries, bool& refused) noexcept;
-// The IP address to listen on for a QP whose endpoint (or passive endpoint) name is `name` in `addr_format`:
-// the name's own IP for socket addresses, loopback for shm's names. False when neither applies.
-bool liveness_address(std::uint32_t addr_format, std::span<const std::byte> name, sockaddr_storage& out,
-                      socklen_t& len) noexcept;
-
-// Checks a peer's endpoint name against the address format both sides use and the shape of our own name
-// (same length for socket addresses, same family; a terminated string with the same scheme for FI_ADDR_STR).
-// Returns an empty string when it is acceptable, else what is wrong with it.
-std::string check_peer_name(std::uint32_t addr_format, std::span<const std::byte> peer,
-                            std::span<const std::byte> own);
 
 // ---- Registered regions, found by lkey on the data path (lock-free reads)
 
@@ -347,6 +340,11 @@ struct Ring {
     std::atomic<std::uint64_t> posted{0};
     // Producer fast path allowed: the endpoint takes posts, nothing is backlogged, no error.
     std::atomic<bool> direct{false};
+    // The producer's slow path (post_slow) left slots [posted, tail) behind; while set, direct is false
+    // and the QP's lock holders hand them over. Unset, any slots between posted and tail belong to the
+    // producer's fast path, which may be running without the lock: nobody else hands them over (the
+    // producer either posts them all or ends in post_slow). Guarded by the QP's mu_.
+    bool backlog = false;
     // Reads and atomics handed to the provider whose completion the CQ has not read yet (fence emulation).
     std::atomic<std::uint32_t> ordered_out{0};
 
@@ -496,17 +494,6 @@ private:
     std::uint32_t n_ = 0;
 };
 
-// The QP address handed to the peer (see ofi_endpoint.cpp for the layout).
-struct PeerAddress {
-    fi_ep_type ep_type = FI_EP_MSG;
-    std::uint8_t flags = 0;
-    std::uint32_t addr_format = 0;
-    std::uint64_t nonce = 0;
-    std::uint16_t liveness_port = 0;  // 0: the peer has no liveness socket
-    std::string provider;
-    std::vector<std::byte> name;
-};
-
 class OfiQp final : public detail::QpImpl {
 public:
     OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup);
@@ -569,7 +556,7 @@ private:
     void connection_failed(int err) noexcept;
     void give_up(std::uint64_t seq) noexcept;
     void open_liveness();
-    void watch_peer(const PeerAddress& p) noexcept;
+    void watch_peer(const wire::PeerAddress& p) noexcept;
     void link_local_peer(std::uint64_t peer_nonce) noexcept;
     void close_liveness_listener() noexcept;
 
@@ -580,6 +567,7 @@ private:
     void finish_at_post(Slot& s, WcStatus status) noexcept;
     long issue(Slot& s, unsigned op) noexcept;
     bool post_range(Ring& r) noexcept;
+    void post_backlog(Ring& r) noexcept;
     PostStatus post_slow(Ring& r, bool synthetic) noexcept;
     void stash_inline(Ring& r) noexcept;
     void cancel_receives() noexcept;
@@ -619,7 +607,7 @@ private:
     std::uint64_t nonce_ = 0;
     std::vector<std::byte> my_address_;
     std::vector<std::byte> my_name_;
-    PeerAddress peer_addr_;
+    wire::PeerAddress peer_addr_;
     std::string cm_error_;
     // The status of the request at the error origin when it has none of its own (connection lost).
     std::atomic<WcStatus> origin_status_{WcStatus::general};

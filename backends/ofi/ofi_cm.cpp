@@ -13,10 +13,8 @@
 // usually is; it says nothing about the fabric the QPs then use. The host:port names the machine on the
 // network the processes share; the QPs use the configured provider.
 //
-// Frames: "weftofi1" (8 bytes), kind (u32 LE), payload length (u32 LE, at most 64 KiB), payload.
+// Frames (ofi_wire.hpp): "weftofi1" (8 bytes), kind (u32 LE), payload length (u32 LE, at most 64 KiB), payload.
 #include "ofi.hpp"
-
-#include <weft/detail/bytes.hpp>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -28,7 +26,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -46,13 +43,10 @@ constexpr std::string_view listen_call = "listen";
 constexpr std::string_view accept_call = "Listener::accept";
 constexpr std::string_view connect_call = "connect";
 
-constexpr std::array<char, 8> frame_magic{'w', 'e', 'f', 't', 'o', 'f', 'i', '1'};
-constexpr std::size_t frame_header = 16;
-constexpr std::uint32_t frame_max = 64 * 1024;
 // A connector that connected its socket gets this long to say hello before the listener moves on.
 constexpr auto hello_patience = std::chrono::seconds(5);
 
-enum class Kind : std::uint32_t { hello = 1, accepted = 2, refused = 3 };
+using Kind = wire::FrameKind;
 
 [[noreturn]] void fail_code(std::errc code, const std::string& message, std::string_view call) {
     throw Error(std::make_error_code(code), message, backend_name, call);
@@ -111,11 +105,7 @@ void set_nonblocking(int fd, std::string_view call) {
 // Sends one frame; false when the peer went away or the deadline passed.
 bool send_frame(int fd, Kind kind, std::span<const std::byte> payload, Clock::time_point deadline,
                 std::string_view call) {
-    std::vector<std::byte> out(frame_header + payload.size());
-    std::memcpy(out.data(), frame_magic.data(), frame_magic.size());
-    detail::put_le<std::uint32_t>(out.data() + 8, static_cast<std::uint32_t>(kind));
-    detail::put_le<std::uint32_t>(out.data() + 12, static_cast<std::uint32_t>(payload.size()));
-    if (!payload.empty()) std::memcpy(out.data() + frame_header, payload.data(), payload.size());
+    const std::vector<std::byte> out = wire::encode_frame(kind, payload);
     std::size_t done = 0;
     while (done < out.size()) {
         ssize_t n = ::send(fd, out.data() + done, out.size() - done, MSG_NOSIGNAL);
@@ -136,11 +126,6 @@ bool send_frame(int fd, Kind kind, std::span<const std::byte> payload, Clock::ti
 bool send_text(int fd, Kind kind, std::string_view text, Clock::time_point deadline, std::string_view call) {
     return send_frame(fd, kind, std::as_bytes(std::span(text.data(), text.size())), deadline, call);
 }
-
-struct Frame {
-    Kind kind = Kind::hello;
-    std::vector<std::byte> payload;
-};
 
 // Reads exactly `n` bytes. Returns an empty string on success, else what went wrong.
 std::string read_exact(int fd, std::byte* dst, std::size_t n, Clock::time_point deadline, std::string_view call) {
@@ -163,24 +148,9 @@ std::string read_exact(int fd, std::byte* dst, std::size_t n, Clock::time_point 
 }
 
 // Reads one frame into `out`. Returns an empty string on success, else what was wrong with it.
-std::string read_frame(int fd, Frame& out, Clock::time_point deadline, std::string_view call) {
-    std::array<std::byte, frame_header> h{};
-    if (auto why = read_exact(fd, h.data(), h.size(), deadline, call); !why.empty()) return why;
-    if (std::memcmp(h.data(), frame_magic.data(), frame_magic.size()) != 0) {
-        return "the peer does not speak weft's ofi rendezvous (bad magic)";
-    }
-    const auto kind = detail::get_le<std::uint32_t>(h.data() + 8);
-    const auto length = detail::get_le<std::uint32_t>(h.data() + 12);
-    if (kind < 1 || kind > 3) return "unknown frame kind " + std::to_string(kind);
-    if (length > frame_max) return "frame of " + std::to_string(length) + " bytes (at most 65536 accepted)";
-    out.kind = static_cast<Kind>(kind);
-    out.payload.assign(length, std::byte{0});
-    if (length == 0) return {};
-    return read_exact(fd, out.payload.data(), length, deadline, call);
-}
-
-std::string text_of(const std::vector<std::byte>& b) {
-    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+std::string read_frame(int fd, wire::Frame& out, Clock::time_point deadline, std::string_view call) {
+    return wire::read_frame([&](std::byte* dst, std::size_t n) { return read_exact(fd, dst, n, deadline, call); },
+                            out);
 }
 
 struct Resolved {
@@ -264,7 +234,7 @@ public:
             int one = 1;
             ::setsockopt(conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             const auto hello_deadline = std::min(deadline, Clock::now() + hello_patience);
-            Frame hello;
+            wire::Frame hello;
             if (auto why = read_frame(conn.get(), hello, hello_deadline, accept_call); !why.empty()) {
                 last_refusal = why;
                 send_text(conn.get(), Kind::refused, why, hello_deadline, accept_call);
@@ -348,7 +318,7 @@ void OfiDomain::connect_to(detail::QpImpl& qp_impl, const detail::HostPort& wher
     if (!send_frame(s.get(), Kind::hello, qp.address(), deadline, connect_call)) {
         fail_code(std::errc::connection_aborted, "the listener at " + target + " closed the connection", connect_call);
     }
-    Frame reply;
+    wire::Frame reply;
     if (auto why = read_frame(s.get(), reply, deadline, connect_call); !why.empty()) {
         if (why == "timed out") {
             fail_code(std::errc::timed_out,
@@ -360,7 +330,7 @@ void OfiDomain::connect_to(detail::QpImpl& qp_impl, const detail::HostPort& wher
     }
     if (reply.kind == Kind::refused) {
         fail_code(std::errc::connection_refused,
-                  "the listener at " + target + " refused: " + text_of(reply.payload), connect_call);
+                  "the listener at " + target + " refused: " + wire::printable(reply.payload), connect_call);
     }
     if (reply.kind != Kind::accepted) {
         fail_code(std::errc::protocol_error, "the listener at " + target + " answered with an unexpected frame",

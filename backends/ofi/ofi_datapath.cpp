@@ -328,8 +328,9 @@ void OfiQp::progress_own() noexcept {
     if (recv_cq_ != send_cq_) recv_cq_->kick();
 }
 
-// Hands slots [posted, tail) of `r` to the provider. Caller: the producer on the fast path, or anyone
-// holding mu_. Returns false when the provider stayed busy (-FI_EAGAIN) and slots remain.
+// Hands slots [posted, tail) of `r` to the provider. Caller: the producer, on its fast path or in
+// post_slow; any other thread only through post_backlog. Returns false when slots remain (the provider
+// stayed busy with -FI_EAGAIN, a fence holds a request back, or the endpoint is not there yet).
 bool OfiQp::post_range(Ring& r) noexcept {
     std::uint64_t p = r.posted.load(std::memory_order_relaxed);
     const std::uint64_t t = r.tail.load(std::memory_order_acquire);
@@ -421,12 +422,22 @@ void OfiQp::stash_inline(Ring& r) noexcept {
     }
 }
 
+// mu_ held, from a thread other than the producer's (driving the QP, its handshake, an error): hands over
+// what the producer's slow path left. The slots of a ring without a backlog are the producer's: its fast
+// path may be handing them over right now, and a second thread doing the same would post them twice.
+void OfiQp::post_backlog(Ring& r) noexcept {
+    if (!r.backlog) return;
+    if (error_.load(std::memory_order_acquire) || ready_to_post(r)) post_range(r);
+    r.backlog = r.posted.load(std::memory_order_relaxed) != r.tail.load(std::memory_order_relaxed);
+}
+
 PostStatus OfiQp::post_slow(Ring& r, bool synthetic) noexcept {
     bool backlog;
     {
         std::lock_guard lock(mu_);
         if (error_.load(std::memory_order_acquire) || ready_to_post(r)) post_range(r);
         backlog = r.posted.load(std::memory_order_relaxed) != r.tail.load(std::memory_order_relaxed);
+        r.backlog = backlog;
         if (backlog) stash_inline(r);
         refresh_direct();
     }

@@ -29,49 +29,10 @@
 namespace weft::ofi {
 namespace {
 
-constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'O'}, std::byte{'Q'}};
-constexpr std::uint8_t address_version = 2;
-constexpr std::size_t address_header = 24;
 constexpr std::chrono::seconds local_handshake_limit{10};
 
 std::uint8_t address_flags(const Profile& p) noexcept {
     return static_cast<std::uint8_t>((p.emulated_imm ? 1u : 0u) | (p.native_imm ? 2u : 0u));
-}
-
-[[noreturn]] void bad_address(std::string why) {
-    throw Error(Errc::bad_descriptor, "peer address: " + why, backend_name, "QueuePair::connect");
-}
-
-PeerAddress decode_address(std::span<const std::byte> b) {
-    if (b.size() < address_header + 4) {
-        bad_address("expected at least " + std::to_string(address_header + 4) + " bytes, got " +
-                    std::to_string(b.size()));
-    }
-    if (std::memcmp(b.data(), address_magic, 4) != 0) bad_address("not an ofi QP address (bad magic)");
-    if (static_cast<std::uint8_t>(b[4]) != address_version) {
-        bad_address("version " + std::to_string(static_cast<unsigned>(b[4])) + " is not supported (accepted: " +
-                    std::to_string(address_version) + ")");
-    }
-    std::size_t prov_len = static_cast<std::uint8_t>(b[7]);
-    std::size_t name_len = detail::get_le<std::uint16_t>(b.data() + 12);
-    if (b.size() != address_header + prov_len + name_len + 4) {
-        bad_address("length " + std::to_string(b.size()) + " does not match its header");
-    }
-    auto sum = detail::get_le<std::uint32_t>(b.data() + b.size() - 4);
-    if (sum != detail::fnv1a(b.data(), b.size() - 4)) bad_address("checksum mismatch: corrupted or truncated");
-    PeerAddress p;
-    auto type = static_cast<std::uint8_t>(b[5]);
-    if (type != 1 && type != 2) bad_address("unknown endpoint type " + std::to_string(type));
-    p.ep_type = type == 1 ? FI_EP_MSG : FI_EP_RDM;
-    p.flags = static_cast<std::uint8_t>(b[6]);
-    p.addr_format = detail::get_le<std::uint32_t>(b.data() + 8);
-    p.liveness_port = detail::get_le<std::uint16_t>(b.data() + 14);
-    p.nonce = detail::get_le<std::uint64_t>(b.data() + 16);
-    const auto* prov = reinterpret_cast<const char*>(b.data() + address_header);
-    p.provider.assign(prov, prov_len);
-    p.name.assign(b.begin() + static_cast<std::ptrdiff_t>(address_header + prov_len),
-                  b.end() - 4);
-    return p;
 }
 
 std::vector<std::byte> get_name(fid_t fid, std::string_view object) {
@@ -261,7 +222,7 @@ OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
 // QP's own endpoint name (loopback for shm); none when the name has no IP (the peer then relies on the
 // provider to learn of our loss).
 void OfiQp::open_liveness() {
-    if (!liveness_address(dom_->info()->addr_format, my_name_, live_ip_, live_ip_len_)) return;
+    if (!wire::liveness_address(dom_->info()->addr_format, my_name_, live_ip_, live_ip_len_)) return;
     live_listen_.store(liveness_listen(live_ip_, live_ip_len_, live_port_), std::memory_order_release);
 }
 
@@ -342,8 +303,9 @@ void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
     }
     int enabled = fi_enable(ep);
     if (enabled < 0 && profile_.provider.find(";ofi_rxm") != std::string::npos) {
-        // rxm opens its core CQ with (msg rx size + msg tx size) x FI_UNIVERSE_SIZE entries (the backend makes
-        // that 16 unless the environment sets it; see prepare_libfabric).
+        // rxm opens its core CQ with msg rx size + msg tx size x FI_UNIVERSE_SIZE entries (rx size x FI_UNIVERSE_SIZE
+        // too without a shared receive context; the backend makes the universe 16 and asks for the shared
+        // context unless the environment says otherwise; see prepare_libfabric).
         const char* universe = std::getenv("FI_UNIVERSE_SIZE");
         fail(enabled, "fi_enable", "create_qp",
              "rxm could not open its " + profile_.provider.substr(0, profile_.provider.find(';')) +
@@ -352,63 +314,33 @@ void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
     }
     check(enabled, "fi_enable", "create_qp");
     ep_ready_.store(true, std::memory_order_release);
-    post_range(recv_);
+    post_backlog(recv_);
 }
 
-// Layout (little-endian): 0 magic "wfOQ" | 4 version (2) | 5 endpoint type (1 msg, 2 rdm) | 6 immediate
-// transport (bit 0 emulated, bit 1 native) | 7 provider name length P | 8 addr_format (u32) |
-// 12 endpoint name length N (u16) | 14 liveness port (u16, 0: none) | 16 nonce (u64) | 24 provider name |
-// 24+P endpoint name | FNV-1a of everything before (u32). The endpoint name is checked against the address
-// format before anything reaches the provider (check_peer_name).
+// The layout is in ofi_wire.hpp. A peer's endpoint name is checked against the address format before
+// anything reaches the provider (wire::check_peer).
 void OfiQp::encode_address() {
-    const std::string& prov = profile_.provider;
-    if (prov.size() > 255 || my_name_.size() > 65535) {
-        throw Error(Errc::internal, "provider or endpoint name too long for a QP address", backend_name, "create_qp");
-    }
-    std::vector<std::byte> out(address_header + prov.size() + my_name_.size() + 4);
-    std::memcpy(out.data(), address_magic, 4);
-    out[4] = std::byte{address_version};
-    out[5] = std::byte{static_cast<std::uint8_t>(profile_.ep_type == FI_EP_MSG ? 1 : 2)};
-    out[6] = std::byte{address_flags(profile_)};
-    out[7] = std::byte{static_cast<std::uint8_t>(prov.size())};
-    detail::put_le<std::uint32_t>(out.data() + 8, dom_->info()->addr_format);
-    detail::put_le<std::uint16_t>(out.data() + 12, static_cast<std::uint16_t>(my_name_.size()));
-    detail::put_le<std::uint16_t>(out.data() + 14, live_port_);
-    detail::put_le<std::uint64_t>(out.data() + 16, nonce_);
-    std::memcpy(out.data() + address_header, prov.data(), prov.size());
-    std::memcpy(out.data() + address_header + prov.size(), my_name_.data(), my_name_.size());
-    detail::put_le<std::uint32_t>(out.data() + out.size() - 4, detail::fnv1a(out.data(), out.size() - 4));
-    my_address_ = std::move(out);
+    wire::PeerAddress a;
+    a.ep_type = profile_.ep_type;
+    a.flags = address_flags(profile_);
+    a.addr_format = dom_->info()->addr_format;
+    a.nonce = nonce_;
+    a.liveness_port = live_port_;
+    a.provider = profile_.provider;
+    a.name = my_name_;
+    my_address_ = wire::encode_address(a);
 }
 
 std::vector<std::byte> OfiQp::address() const { return my_address_; }
 
 void OfiQp::connect(std::span<const std::byte> bytes) {
     constexpr std::string_view object = "QueuePair::connect";
-    PeerAddress p = decode_address(bytes);
-    if (p.ep_type != profile_.ep_type) {
-        throw Error(Errc::invalid_argument,
-                    std::string("the peer QP uses ") + (p.ep_type == FI_EP_MSG ? "msg" : "rdm") +
-                        " endpoints, this one " + (profile_.ep_type == FI_EP_MSG ? "msg" : "rdm") +
-                        " (the two configurations differ in ep_type)",
-                    backend_name, object);
-    }
-    if (p.provider != profile_.provider) {
-        throw Error(Errc::invalid_argument,
-                    "the peer QP is on provider '" + p.provider + "', this one on '" + profile_.provider + "'",
-                    backend_name, object);
-    }
-    if (p.addr_format != dom_->info()->addr_format) {
-        throw Error(Errc::invalid_argument, "the peer's address format differs from this domain's", backend_name,
-                    object);
-    }
-    if (p.flags != address_flags(profile_)) {
-        throw Error(Errc::invalid_argument, "the peer carries immediate data differently (another libfabric build?)",
-                    backend_name, object);
-    }
-    // The provider trusts the name's length and layout (fi_av_insert reads as many bytes as the format says,
-    // fi_connect as many as a sockaddr holds): nothing it cannot parse gets there.
-    if (std::string why = check_peer_name(p.addr_format, p.name, my_name_); !why.empty()) bad_address(why);
+    wire::PeerAddress p = wire::decode_address(bytes);
+    wire::check_peer(p, {.ep_type = profile_.ep_type,
+                         .provider = profile_.provider,
+                         .addr_format = dom_->info()->addr_format,
+                         .flags = address_flags(profile_),
+                         .name = my_name_});
     const std::uint64_t peer_nonce = p.nonce;
     {
         std::lock_guard lock(mu_);
@@ -510,12 +442,8 @@ bool OfiQp::drive(bool try_only) noexcept {
         busy = drive_cm();
     }
     for (Ring* r : {&recv_, &send_}) {
-        if (r->posted.load(std::memory_order_relaxed) == r->tail.load(std::memory_order_acquire)) continue;
-        if (error_.load(std::memory_order_acquire) || ready_to_post(*r)) post_range(*r);
-        if (r->posted.load(std::memory_order_relaxed) != r->tail.load(std::memory_order_acquire) &&
-            connect_called_.load(std::memory_order_acquire)) {
-            busy = true;
-        }
+        post_backlog(*r);
+        if (r->backlog && connect_called_.load(std::memory_order_acquire)) busy = true;
     }
     refresh_direct();
     return busy;
@@ -597,7 +525,7 @@ void OfiQp::accept_request(fi_info* request) noexcept {
 void OfiQp::established() noexcept {
     cm_ = Cm::done;
     if (!error_.load(std::memory_order_acquire)) state_.store(QpState::rts, std::memory_order_release);
-    post_range(send_);
+    post_backlog(send_);
     refresh_direct();
 }
 
@@ -611,19 +539,19 @@ void OfiQp::connection_failed(int err) noexcept {
     }
     origin_vendor_err_ = static_cast<std::uint32_t>(err);
     enter_error(send_, send_.posted.load(std::memory_order_acquire), WcStatus::transport_retry_exceeded);
-    post_range(send_);
-    post_range(recv_);
+    post_backlog(send_);
+    post_backlog(recv_);
 }
 
 // Connects to the peer QP's liveness socket when this QP has a finite timeout and the peer has one (mu_
 // held). Without a socket (the peer's name has no IP, or none could be made) the peer's loss is what the
 // provider reports.
-void OfiQp::watch_peer(const PeerAddress& p) noexcept {
+void OfiQp::watch_peer(const wire::PeerAddress& p) noexcept {
     if (live_per_try_.count() == 0 || p.liveness_port == 0) return;
     LivenessTarget to;
     sockaddr_storage ip{};
     socklen_t len = 0;
-    if (!liveness_address(p.addr_format, p.name, ip, len)) return;
+    if (!wire::liveness_address(p.addr_format, p.name, ip, len)) return;
     to.addr = ip;
     to.len = len;
     const std::uint16_t port = htons(p.liveness_port);
@@ -727,8 +655,8 @@ void OfiQp::give_up(std::uint64_t seq) noexcept {
         }
         s.done.store(true, std::memory_order_release);
     }
-    post_range(send_);
-    post_range(recv_);
+    post_backlog(send_);
+    post_backlog(recv_);
     refresh_direct();
     send_.cq->notify(send_);
 }

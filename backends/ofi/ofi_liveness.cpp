@@ -1,5 +1,4 @@
-// How an ofi QP learns that its peer is gone without mistaking a slow peer for a dead one, and the checks
-// a peer's endpoint name passes before it reaches the provider.
+// How an ofi QP learns that its peer is gone without mistaking a slow peer for a dead one.
 //
 // Liveness: every QP listens on a TCP socket of its own and never accepts on it. The peer connects to it
 // when it connects its QP (with a finite `timeout`); the kernel completes that handshake and keeps the
@@ -25,131 +24,8 @@ namespace weft::ofi {
 namespace {
 
 constexpr int liveness_backlog = 16;
-constexpr std::string_view shm_schemes[] = {"fi_shm://", "fi_ns://"};
-
-std::uint16_t family_of(std::span<const std::byte> name) noexcept {
-    std::uint16_t f = 0;
-    if (name.size() >= sizeof f) std::memcpy(&f, name.data(), sizeof f);
-    return f;
-}
-
-// The text of an FI_ADDR_STR name up to its terminator; empty when it has none.
-std::string_view str_name(std::span<const std::byte> name) noexcept {
-    const auto* p = reinterpret_cast<const char*>(name.data());
-    const void* nul = std::memchr(p, 0, name.size());
-    if (nul == nullptr) return {};
-    return std::string_view(p, static_cast<std::size_t>(static_cast<const char*>(nul) - p));
-}
-
-std::string_view scheme_of(std::string_view text) noexcept {
-    auto at = text.find("://");
-    return at == std::string_view::npos ? std::string_view{} : text.substr(0, at + 3);
-}
 
 }  // namespace
-
-std::string check_peer_name(std::uint32_t addr_format, std::span<const std::byte> peer,
-                            std::span<const std::byte> own) {
-    if (peer.empty()) return "the endpoint name is empty";
-    switch (addr_format) {
-        case FI_SOCKADDR:
-        case FI_SOCKADDR_IN:
-        case FI_SOCKADDR_IN6:
-        case FI_SOCKADDR_IB: {
-            // A socket address of the family and size our own endpoint has (sockaddr_in: 16 bytes, AF_INET).
-            if (peer.size() != own.size()) {
-                return "the endpoint name has " + std::to_string(peer.size()) + " bytes; this provider's (" +
-                       fi_tostr(&addr_format, FI_TYPE_ADDR_FORMAT) + ") have " + std::to_string(own.size());
-            }
-            if (family_of(peer) != family_of(own)) {
-                return "the endpoint name's address family is " + std::to_string(family_of(peer)) + ", expected " +
-                       std::to_string(family_of(own));
-            }
-            if (family_of(peer) == AF_INET && peer.size() == sizeof(sockaddr_in)) {
-                sockaddr_in in{};
-                std::memcpy(&in, peer.data(), sizeof in);
-                if (in.sin_port == 0 || in.sin_addr.s_addr == htonl(INADDR_ANY)) {
-                    return "the endpoint name has no address or port (0.0.0.0 or port 0)";
-                }
-            }
-            if (family_of(peer) == AF_INET6 && peer.size() == sizeof(sockaddr_in6)) {
-                sockaddr_in6 in6{};
-                std::memcpy(&in6, peer.data(), sizeof in6);
-                if (in6.sin6_port == 0 || IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr)) {
-                    return "the endpoint name has no address or port (:: or port 0)";
-                }
-            }
-            return {};
-        }
-        case FI_ADDR_STR: {
-            // A terminated, printable string with the scheme of our own ("fi_shm://pid:ep:0").
-            if (peer.size() > FI_NAME_MAX) {
-                return "the endpoint name has " + std::to_string(peer.size()) + " bytes (at most " +
-                       std::to_string(FI_NAME_MAX) + ")";
-            }
-            std::string_view text = str_name(peer);
-            if (text.empty() || text.size() + 1 != peer.size()) {
-                return "the endpoint name is not one terminated string";
-            }
-            if (!std::all_of(text.begin(), text.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
-                return "the endpoint name holds unprintable characters";
-            }
-            std::string_view scheme = scheme_of(str_name(own));
-            if (!scheme.empty() && scheme_of(text) != scheme) {
-                return "the endpoint name does not start with '" + std::string(scheme) + "'";
-            }
-            if (text.size() <= scheme.size()) return "the endpoint name has nothing after its scheme";
-            return {};
-        }
-        default:
-            // A format weft has no decoder for: the same length as ours, or nothing.
-            if (peer.size() != own.size()) {
-                return "the endpoint name has " + std::to_string(peer.size()) + " bytes, this provider's have " +
-                       std::to_string(own.size());
-            }
-            return {};
-    }
-}
-
-bool liveness_address(std::uint32_t addr_format, std::span<const std::byte> name, sockaddr_storage& out,
-                      socklen_t& len) noexcept {
-    out = {};
-    const std::uint16_t family = family_of(name);
-    if ((addr_format == FI_SOCKADDR || addr_format == FI_SOCKADDR_IN) && family == AF_INET &&
-        name.size() >= sizeof(sockaddr_in)) {
-        sockaddr_in in{};
-        std::memcpy(&in, name.data(), sizeof in);
-        if (in.sin_addr.s_addr == htonl(INADDR_ANY)) in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        in.sin_port = 0;
-        std::memcpy(&out, &in, sizeof in);
-        len = sizeof in;
-        return true;
-    }
-    if ((addr_format == FI_SOCKADDR || addr_format == FI_SOCKADDR_IN6) && family == AF_INET6 &&
-        name.size() >= sizeof(sockaddr_in6)) {
-        sockaddr_in6 in6{};
-        std::memcpy(&in6, name.data(), sizeof in6);
-        if (IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr)) in6.sin6_addr = in6addr_loopback;
-        in6.sin6_port = 0;
-        std::memcpy(&out, &in6, sizeof in6);
-        len = sizeof in6;
-        return true;
-    }
-    if (addr_format == FI_ADDR_STR) {
-        std::string_view text = str_name(name);
-        for (std::string_view s : shm_schemes) {
-            if (text.rfind(s, 0) != 0) continue;
-            // Shared memory: the peer is on this host.
-            sockaddr_in in{};
-            in.sin_family = AF_INET;
-            in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            std::memcpy(&out, &in, sizeof in);
-            len = sizeof in;
-            return true;
-        }
-    }
-    return false;
-}
 
 int liveness_listen(const sockaddr_storage& ip, socklen_t len, std::uint16_t& port) {
     int fd = ::socket(ip.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

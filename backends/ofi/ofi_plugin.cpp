@@ -73,6 +73,15 @@ void prepare_libfabric() {
         // (msg rx size + msg tx size) x FI_UNIVERSE_SIZE entries, 65536 with the default 256, which is more
         // than small devices give (rxe: 32767) and megabytes per QP elsewhere. Same rule: the user's wins.
         ::setenv("FI_UNIVERSE_SIZE", default_universe_size, 0);
+        // rxm over verbs without a shared receive context faults in fi_close of an endpoint (libfabric 1.17
+        // to at least 1.22): rxm_close_conn closes the connection's verbs endpoint, then reads the core CQ and
+        // handles what was still queued through the connection, whose msg_ep still names the closed endpoint.
+        // A received message or flow-control credit there reposts its buffer to it (SIGSEGV in fi_recv), and
+        // a credit is written into it first. Any message that arrived since the last poll (a peer's credits
+        // come unbidden, after it consumed our sends) makes the next close crash. With a shared receive
+        // context (tcp's default already) buffers go back to it, which rxm closes last, and verbs gives no
+        // flow control, so no credits travel. Costs more receive buffers per endpoint (docs/backends/ofi.md).
+        ::setenv("FI_OFI_RXM_USE_SRX", "1", 0);
     });
 }
 

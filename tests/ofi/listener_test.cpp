@@ -1,9 +1,10 @@
 // weft::listen / weft::connect on ofi beyond the conformance suite: what the listener does with connectors
 // it cannot use (a QP of another provider, a stranger speaking another protocol) and that it keeps serving
-// the next one.
+// the next one; what a connector makes of a stranger's refusal.
 #include <weft/weft.hpp>
 
 #include "../support/expect_error.hpp"
+#include "ofi_wire.hpp"
 #include "support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -125,6 +127,43 @@ BOOST_AUTO_TEST_CASE(a_stranger_is_refused_and_the_next_connector_is_served) {
     BOOST_TEST(sent);
     BOOST_TEST(received);
     BOOST_TEST((sbuf == cbuf));
+}
+
+// A stray server on the listen address answers with a refusal of its own: its text reaches connect's error
+// printable and cut, whatever bytes it holds.
+BOOST_AUTO_TEST_CASE(a_strangers_refusal_reaches_the_error_printable_and_cut) {
+    Side client(config());
+    int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+    BOOST_REQUIRE(lfd >= 0);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof at;
+    BOOST_REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+    BOOST_REQUIRE(::listen(lfd, 1) == 0);
+    BOOST_REQUIRE(::getsockname(lfd, reinterpret_cast<sockaddr*>(&at), &len) == 0);
+    const std::string text = std::string("no\x1b[2J\0\xff", 8) + std::string(5000, 'x');
+    std::thread server([&] {
+        int fd = ::accept(lfd, nullptr, nullptr);
+        if (fd < 0) return;
+        const auto frame = weft::ofi::wire::encode_frame(weft::ofi::wire::FrameKind::refused,
+                                                         std::as_bytes(std::span(text.data(), text.size())));
+        [[maybe_unused]] auto w = ::write(fd, frame.data(), frame.size());
+        char buf[512];
+        while (::read(fd, buf, sizeof buf) > 0) {
+        }
+        ::close(fd);
+    });
+    weft::Error e = error_of([&] { weft::connect(client.qp, "127.0.0.1:" + std::to_string(ntohs(at.sin_port)), 10s); });
+    server.join();
+    ::close(lfd);
+    const std::string what = e.what();
+    BOOST_TEST((e.code() == std::errc::connection_refused), what);
+    BOOST_TEST(contains(what, "refused: no?[2J??xxx"), what);
+    BOOST_TEST(contains(what, std::string(weft::ofi::wire::refusal_text_max - 8, 'x') + "..."), what);
+    BOOST_TEST(what.size() < 1000u);
+    BOOST_TEST(std::all_of(what.begin(), what.end(), [](char c) { return c >= 0x20 && c < 0x7f; }), what);
+    BOOST_TEST(client.qp.state() == weft::QpState::init);
 }
 
 BOOST_AUTO_TEST_CASE(an_unresolvable_host_names_the_forms_accepted) {

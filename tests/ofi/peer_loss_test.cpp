@@ -176,7 +176,7 @@ BOOST_AUTO_TEST_CASE(an_unsignaled_write_never_puts_the_qp_in_error) {
 // and are read before main by the runner at the end of this file.
 constexpr const char* peer_flag = "--weft-peer-loss-child";
 
-enum class PeerMode { poll_forever, connect_and_exit, error_then_poll };
+enum class PeerMode { poll_forever, connect_and_exit, error_then_poll, close_with_unread };
 
 // The peer: opens its side, hands our end its address and region, connects to the address it is given,
 // then either polls its CQ until killed or destroys everything and says so.
@@ -200,6 +200,22 @@ enum class PeerMode { poll_forever, connect_and_exit, error_then_poll };
                 if (peer.qp.state() != weft::QpState::error) throw std::runtime_error("the QP did not go to error");
                 (void)receive_blob(in);
                 mode = PeerMode::poll_forever;
+            } else if (mode == PeerMode::close_with_unread) {
+                // Polls until the first message arrives (a connection-based provider connects only while it
+                // is progressed), then no more: the second stays in the provider's queues, unread, while
+                // the QP is destroyed.
+                if (!peer.qp.post_recv({weft::recv(1, peer.mr.slice(0, 64)), weft::recv(2, peer.mr.slice(64, 64))})) {
+                    throw std::runtime_error("receives refused");
+                }
+                peer.qp.connect(receive_blob(in));
+                weft::Completion wc[1];
+                while (peer.cq.poll(wc).empty()) {
+                }
+                if (wc[0].id != 1 || !wc[0].ok()) throw std::runtime_error("the first receive did not complete");
+                char ready = 1;
+                write_all(out, &ready, 1);
+                char destroy = 0;
+                read_all(in, &destroy, 1);
             } else {
                 peer.qp.connect(receive_blob(in));
             }
@@ -222,13 +238,16 @@ enum class PeerMode { poll_forever, connect_and_exit, error_then_poll };
     ::_exit(rc);
 }
 
-// Starts this binary again as a peer in `mode`; returns its pid. `in` and `out` are the child's ends.
-pid_t spawn_peer(PeerMode mode, int in, int out) {
+// Starts this binary again as a peer in `mode` on `cfg`; returns its pid. `in` and `out` are the child's ends.
+pid_t spawn_peer(PeerMode mode, int in, int out, std::string cfg = config()) {
     std::fflush(nullptr);
     pid_t pid = ::fork();
     if (pid != 0) return pid;
-    std::string mode_text = mode == PeerMode::poll_forever ? "poll" : mode == PeerMode::error_then_poll ? "error" : "exit";
-    std::string in_text = std::to_string(in), out_text = std::to_string(out), cfg = config();
+    std::string mode_text = mode == PeerMode::poll_forever      ? "poll"
+                            : mode == PeerMode::error_then_poll   ? "error"
+                            : mode == PeerMode::close_with_unread ? "unread"
+                                                                  : "exit";
+    std::string in_text = std::to_string(in), out_text = std::to_string(out);
     const char* argv[] = {"weft-ofi-tests", peer_flag, mode_text.c_str(), in_text.c_str(), out_text.c_str(),
                           cfg.c_str(), nullptr};
     ::execv("/proc/self/exe", const_cast<char* const*>(argv));
@@ -237,12 +256,14 @@ pid_t spawn_peer(PeerMode mode, int in, int out) {
 }
 
 // A peer process that polls its CQ until it ends: SIGSTOP stands for the heaviest load (its program does
-// not run at all), SIGTERM for its end. Started before the test's own side opens anything.
+// not run at all), SIGKILL for its end. Not SIGTERM: a provider library may install a handler for it that
+// calls exit(), and exit() on the peer's service thread races its main thread over static objects. Started
+// before the test's own side opens anything.
 class PeerProcess {
 public:
-    explicit PeerProcess(PeerMode mode = PeerMode::poll_forever) {
+    explicit PeerProcess(PeerMode mode = PeerMode::poll_forever, const std::string& cfg = config()) {
         if (::pipe(to_child_) != 0 || ::pipe(to_parent_) != 0) throw std::runtime_error("pipe");
-        pid = spawn_peer(mode, to_child_[0], to_parent_[1]);
+        pid = spawn_peer(mode, to_child_[0], to_parent_[1], cfg);
         if (pid < 0) throw std::runtime_error("fork");
         ::close(to_child_[0]);
         ::close(to_parent_[1]);
@@ -263,13 +284,26 @@ public:
     }
     // Hands the peer our QP's address; returns once its QP is connected.
     void connect(const std::vector<std::byte>& ours) {
-        send_blob(to_child_[1], ours);
+        give_address(ours);
+        wait_ready();
+    }
+    void give_address(const std::vector<std::byte>& ours) { send_blob(to_child_[1], ours); }
+    void wait_ready() {
         char ready = 0;
         read_all(to_parent_[0], &ready, 1);
     }
+    // close_with_unread: lets the peer destroy its side; returns its wait status once it has exited.
+    int close_and_wait() {
+        char go = 1;
+        write_all(to_child_[1], &go, 1);
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        pid = -1;
+        return status;
+    }
     void end() {
         ::kill(pid, SIGCONT);
-        ::kill(pid, SIGTERM);
+        ::kill(pid, SIGKILL);
         ::waitpid(pid, nullptr, 0);
         pid = -1;
     }
@@ -390,6 +424,34 @@ BOOST_AUTO_TEST_CASE(timeout_zero_waits_for_a_lost_peer_forever, *boost::unit_te
     }
 }
 
+// A peer process destroys its QP while a message that reached it is still unread in the provider's queues
+// (its program stopped polling after the first message): the destroy must not fault. rxm over verbs
+// without a shared receive context did (libfabric 1.17): rxm_close_conn closes the connection's verbs
+// endpoint, then handles what was queued on it and reposts the message's buffer to the closed endpoint,
+// SIGSEGV in fi_recv (docs/backends/ofi.md, "rxm over verbs"). Without delivery_complete (which would wait
+// for the peer's program) the second send completes once the peer's device or kernel has the message, so it
+// is there before the peer is told to close.
+BOOST_AUTO_TEST_CASE(a_peer_destroys_its_qp_with_a_message_unread) {
+    const std::string cfg = config() + ",delivery_complete=off";
+    auto peer = std::make_unique<PeerProcess>(PeerMode::close_with_unread, cfg);
+    auto a = std::make_unique<Side>(cfg);
+    peer->give_address(a->qp.address());
+    a->qp.connect(peer->address);
+    weft::Completion c;
+    BOOST_REQUIRE(a->qp.post_send({weft::send(1, a->mr.slice(0, 64))}));
+    BOOST_REQUIRE_MESSAGE(poll_for(a->cq, c, std::chrono::seconds(20)), "no completion within 20 s");
+    BOOST_REQUIRE_MESSAGE(c.ok(), c);
+    peer->wait_ready();
+    BOOST_REQUIRE(a->qp.post_send({weft::send(2, a->mr.slice(64, 64))}));
+    BOOST_REQUIRE_MESSAGE(poll_for(a->cq, c, std::chrono::seconds(20)), "no completion within 20 s");
+    BOOST_REQUIRE_MESSAGE(c.ok(), c);
+    const int status = peer->close_and_wait();
+    BOOST_TEST_MESSAGE("peer wait status " << status);
+    BOOST_TEST(!WIFSIGNALED(status), "the peer died of signal " << WTERMSIG(status) << " destroying its QP");
+    // A fault may also end in exit(1): libpsm2, which libfabric loads, installs a SIGSEGV handler that does so.
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), "the peer did not exit cleanly: status " << status);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
@@ -400,9 +462,10 @@ const bool peer_child_ran = [] {
     std::vector<std::string> args;
     for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
     if (args.size() != 6 || args[1] != peer_loss::peer_flag) return false;
-    auto mode = args[2] == "poll"    ? peer_loss::PeerMode::poll_forever
-                : args[2] == "error" ? peer_loss::PeerMode::error_then_poll
-                                     : peer_loss::PeerMode::connect_and_exit;
+    auto mode = args[2] == "poll"     ? peer_loss::PeerMode::poll_forever
+                : args[2] == "error"  ? peer_loss::PeerMode::error_then_poll
+                : args[2] == "unread" ? peer_loss::PeerMode::close_with_unread
+                                      : peer_loss::PeerMode::connect_and_exit;
     peer_loss::run_peer(mode, std::stoi(args[3]), std::stoi(args[4]), args[5]);
 }();
 

@@ -1,0 +1,275 @@
+// Encoding and checking the ofi backend's wire formats (ofi_wire.hpp has the layouts).
+#include "ofi_wire.hpp"
+
+#include <weft/detail/bytes.hpp>
+#include <weft/error.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+namespace weft::ofi::wire {
+namespace {
+
+constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'O'}, std::byte{'Q'}};
+constexpr std::array<char, 8> frame_magic{'w', 'e', 'f', 't', 'o', 'f', 'i', '1'};
+constexpr std::string_view shm_schemes[] = {"fi_shm://", "fi_ns://"};
+
+[[noreturn]] void bad_address(const std::string& why) {
+    throw Error(Errc::bad_descriptor, "peer address: " + why, backend_name, "QueuePair::connect");
+}
+
+std::uint16_t family_of(std::span<const std::byte> name) noexcept {
+    std::uint16_t f = 0;
+    if (name.size() >= sizeof f) std::memcpy(&f, name.data(), sizeof f);
+    return f;
+}
+
+// The text of an FI_ADDR_STR name up to its terminator; empty when it has none.
+std::string_view str_name(std::span<const std::byte> name) noexcept {
+    const auto* p = reinterpret_cast<const char*>(name.data());
+    const void* nul = std::memchr(p, 0, name.size());
+    if (nul == nullptr) return {};
+    return std::string_view(p, static_cast<std::size_t>(static_cast<const char*>(nul) - p));
+}
+
+std::string_view scheme_of(std::string_view text) noexcept {
+    auto at = text.find("://");
+    return at == std::string_view::npos ? std::string_view{} : text.substr(0, at + 3);
+}
+
+}  // namespace
+
+// ---- QP address
+
+std::vector<std::byte> encode_address(const PeerAddress& a) {
+    if (a.provider.size() > 255 || a.name.size() > 65535) {
+        throw Error(Errc::internal, "provider or endpoint name too long for a QP address", backend_name, "create_qp");
+    }
+    std::vector<std::byte> out(address_header + a.provider.size() + a.name.size() + address_checksum);
+    std::memcpy(out.data(), address_magic, 4);
+    out[4] = std::byte{address_version};
+    out[5] = std::byte{static_cast<std::uint8_t>(a.ep_type == FI_EP_MSG ? 1 : 2)};
+    out[6] = std::byte{a.flags};
+    out[7] = std::byte{static_cast<std::uint8_t>(a.provider.size())};
+    detail::put_le<std::uint32_t>(out.data() + 8, a.addr_format);
+    detail::put_le<std::uint16_t>(out.data() + 12, static_cast<std::uint16_t>(a.name.size()));
+    detail::put_le<std::uint16_t>(out.data() + 14, a.liveness_port);
+    detail::put_le<std::uint64_t>(out.data() + 16, a.nonce);
+    std::memcpy(out.data() + address_header, a.provider.data(), a.provider.size());
+    if (!a.name.empty()) std::memcpy(out.data() + address_header + a.provider.size(), a.name.data(), a.name.size());
+    const std::size_t body = out.size() - address_checksum;
+    detail::put_le<std::uint32_t>(out.data() + body, detail::fnv1a(out.data(), body));
+    return out;
+}
+
+PeerAddress decode_address(std::span<const std::byte> b) {
+    if (b.size() < address_header + address_checksum) {
+        bad_address("expected at least " + std::to_string(address_header + address_checksum) + " bytes, got " +
+                    std::to_string(b.size()));
+    }
+    if (std::memcmp(b.data(), address_magic, 4) != 0) bad_address("not an ofi QP address (bad magic)");
+    if (static_cast<std::uint8_t>(b[4]) != address_version) {
+        bad_address("version " + std::to_string(static_cast<unsigned>(b[4])) + " is not supported (accepted: " +
+                    std::to_string(address_version) + ")");
+    }
+    std::size_t prov_len = static_cast<std::uint8_t>(b[7]);
+    std::size_t name_len = detail::get_le<std::uint16_t>(b.data() + 12);
+    if (b.size() != address_header + prov_len + name_len + address_checksum) {
+        bad_address("length " + std::to_string(b.size()) + " does not match its header");
+    }
+    const std::size_t body = b.size() - address_checksum;
+    auto sum = detail::get_le<std::uint32_t>(b.data() + body);
+    if (sum != detail::fnv1a(b.data(), body)) bad_address("checksum mismatch: corrupted or truncated");
+    PeerAddress p;
+    auto type = static_cast<std::uint8_t>(b[5]);
+    if (type != 1 && type != 2) bad_address("unknown endpoint type " + std::to_string(type));
+    p.ep_type = type == 1 ? FI_EP_MSG : FI_EP_RDM;
+    p.flags = static_cast<std::uint8_t>(b[6]);
+    p.addr_format = detail::get_le<std::uint32_t>(b.data() + 8);
+    p.liveness_port = detail::get_le<std::uint16_t>(b.data() + 14);
+    p.nonce = detail::get_le<std::uint64_t>(b.data() + 16);
+    const auto* prov = reinterpret_cast<const char*>(b.data() + address_header);
+    p.provider.assign(prov, prov_len);
+    p.name.assign(b.begin() + static_cast<std::ptrdiff_t>(address_header + prov_len),
+                  b.begin() + static_cast<std::ptrdiff_t>(body));
+    return p;
+}
+
+void check_peer(const PeerAddress& p, const LocalEnd& own) {
+    constexpr std::string_view object = "QueuePair::connect";
+    if (p.ep_type != own.ep_type) {
+        throw Error(Errc::invalid_argument,
+                    std::string("the peer QP uses ") + (p.ep_type == FI_EP_MSG ? "msg" : "rdm") +
+                        " endpoints, this one " + (own.ep_type == FI_EP_MSG ? "msg" : "rdm") +
+                        " (the two configurations differ in ep_type)",
+                    backend_name, object);
+    }
+    if (p.provider != own.provider) {
+        // The peer's name is any 255 bytes: the message (which a listener sends back) shows it printable.
+        const std::string theirs = printable(std::as_bytes(std::span(p.provider)));
+        throw Error(Errc::invalid_argument,
+                    "the peer QP is on provider '" + theirs + "', this one on '" + std::string(own.provider) + "'",
+                    backend_name, object);
+    }
+    if (p.addr_format != own.addr_format) {
+        throw Error(Errc::invalid_argument, "the peer's address format differs from this domain's", backend_name,
+                    object);
+    }
+    if (p.flags != own.flags) {
+        throw Error(Errc::invalid_argument, "the peer carries immediate data differently (another libfabric build?)",
+                    backend_name, object);
+    }
+    // The provider trusts the name's length and layout (fi_av_insert reads as many bytes as the format says,
+    // fi_connect as many as a sockaddr holds): nothing it cannot parse gets there.
+    if (std::string why = check_peer_name(p.addr_format, p.name, own.name); !why.empty()) bad_address(why);
+}
+
+// ---- Endpoint names
+
+std::string check_peer_name(std::uint32_t addr_format, std::span<const std::byte> peer,
+                            std::span<const std::byte> own) {
+    if (peer.empty()) return "the endpoint name is empty";
+    switch (addr_format) {
+        case FI_SOCKADDR:
+        case FI_SOCKADDR_IN:
+        case FI_SOCKADDR_IN6:
+        case FI_SOCKADDR_IB: {
+            // A socket address of the family and size our own endpoint has (sockaddr_in: 16 bytes, AF_INET).
+            if (peer.size() != own.size()) {
+                return "the endpoint name has " + std::to_string(peer.size()) + " bytes; this provider's (" +
+                       fi_tostr(&addr_format, FI_TYPE_ADDR_FORMAT) + ") have " + std::to_string(own.size());
+            }
+            if (family_of(peer) != family_of(own)) {
+                return "the endpoint name's address family is " + std::to_string(family_of(peer)) + ", expected " +
+                       std::to_string(family_of(own));
+            }
+            if (family_of(peer) == AF_INET && peer.size() == sizeof(sockaddr_in)) {
+                sockaddr_in in{};
+                std::memcpy(&in, peer.data(), sizeof in);
+                if (in.sin_port == 0 || in.sin_addr.s_addr == htonl(INADDR_ANY)) {
+                    return "the endpoint name has no address or port (0.0.0.0 or port 0)";
+                }
+            }
+            if (family_of(peer) == AF_INET6 && peer.size() == sizeof(sockaddr_in6)) {
+                sockaddr_in6 in6{};
+                std::memcpy(&in6, peer.data(), sizeof in6);
+                if (in6.sin6_port == 0 || IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr)) {
+                    return "the endpoint name has no address or port (:: or port 0)";
+                }
+            }
+            return {};
+        }
+        case FI_ADDR_STR: {
+            // A terminated, printable string with the scheme of our own ("fi_shm://pid:ep:0").
+            if (peer.size() > FI_NAME_MAX) {
+                return "the endpoint name has " + std::to_string(peer.size()) + " bytes (at most " +
+                       std::to_string(FI_NAME_MAX) + ")";
+            }
+            std::string_view text = str_name(peer);
+            if (text.empty() || text.size() + 1 != peer.size()) {
+                return "the endpoint name is not one terminated string";
+            }
+            if (!std::all_of(text.begin(), text.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
+                return "the endpoint name holds unprintable characters";
+            }
+            std::string_view scheme = scheme_of(str_name(own));
+            if (!scheme.empty() && scheme_of(text) != scheme) {
+                return "the endpoint name does not start with '" + std::string(scheme) + "'";
+            }
+            if (text.size() <= scheme.size()) return "the endpoint name has nothing after its scheme";
+            return {};
+        }
+        default:
+            // A format weft has no decoder for: the same length as ours, or nothing.
+            if (peer.size() != own.size()) {
+                return "the endpoint name has " + std::to_string(peer.size()) + " bytes, this provider's have " +
+                       std::to_string(own.size());
+            }
+            return {};
+    }
+}
+
+bool liveness_address(std::uint32_t addr_format, std::span<const std::byte> name, sockaddr_storage& out,
+                      socklen_t& len) noexcept {
+    out = {};
+    const std::uint16_t family = family_of(name);
+    if ((addr_format == FI_SOCKADDR || addr_format == FI_SOCKADDR_IN) && family == AF_INET &&
+        name.size() >= sizeof(sockaddr_in)) {
+        sockaddr_in in{};
+        std::memcpy(&in, name.data(), sizeof in);
+        if (in.sin_addr.s_addr == htonl(INADDR_ANY)) in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        in.sin_port = 0;
+        std::memcpy(&out, &in, sizeof in);
+        len = sizeof in;
+        return true;
+    }
+    if ((addr_format == FI_SOCKADDR || addr_format == FI_SOCKADDR_IN6) && family == AF_INET6 &&
+        name.size() >= sizeof(sockaddr_in6)) {
+        sockaddr_in6 in6{};
+        std::memcpy(&in6, name.data(), sizeof in6);
+        if (IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr)) in6.sin6_addr = in6addr_loopback;
+        in6.sin6_port = 0;
+        std::memcpy(&out, &in6, sizeof in6);
+        len = sizeof in6;
+        return true;
+    }
+    if (addr_format == FI_ADDR_STR) {
+        std::string_view text = str_name(name);
+        for (std::string_view s : shm_schemes) {
+            if (text.rfind(s, 0) != 0) continue;
+            // Shared memory: the peer is on this host.
+            sockaddr_in in{};
+            in.sin_family = AF_INET;
+            in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            std::memcpy(&out, &in, sizeof in);
+            len = sizeof in;
+            return true;
+        }
+    }
+    return false;
+}
+
+// ---- Rendezvous frames
+
+std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> payload) {
+    std::vector<std::byte> out(frame_header + payload.size());
+    std::memcpy(out.data(), frame_magic.data(), frame_magic.size());
+    detail::put_le<std::uint32_t>(out.data() + 8, static_cast<std::uint32_t>(kind));
+    detail::put_le<std::uint32_t>(out.data() + 12, static_cast<std::uint32_t>(payload.size()));
+    if (!payload.empty()) std::memcpy(out.data() + frame_header, payload.data(), payload.size());
+    return out;
+}
+
+std::string read_frame(const ReadExact& read, Frame& out) {
+    std::array<std::byte, frame_header> h{};
+    if (auto why = read(h.data(), h.size()); !why.empty()) return why;
+    if (std::memcmp(h.data(), frame_magic.data(), frame_magic.size()) != 0) {
+        return "the peer does not speak weft's ofi rendezvous (bad magic)";
+    }
+    const auto kind = detail::get_le<std::uint32_t>(h.data() + 8);
+    const auto length = detail::get_le<std::uint32_t>(h.data() + 12);
+    if (kind < 1 || kind > 3) return "unknown frame kind " + std::to_string(kind);
+    if (length > frame_max) return "frame of " + std::to_string(length) + " bytes (at most 65536 accepted)";
+    out.kind = static_cast<FrameKind>(kind);
+    out.payload.assign(length, std::byte{0});
+    if (length == 0) return {};
+    return read(out.payload.data(), length);
+}
+
+std::string printable(std::span<const std::byte> text) {
+    std::string out;
+    const std::size_t n = std::min(text.size(), refusal_text_max);
+    out.reserve(n + 3);
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+    }
+    if (text.size() > n) out += "...";
+    return out;
+}
+
+}  // namespace weft::ofi::wire
