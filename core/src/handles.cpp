@@ -4,6 +4,8 @@
 #include <weft/error.hpp>
 #include <weft/log.hpp>
 
+#include "locked.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdint>
@@ -148,7 +150,9 @@ CompletionQueue Domain::create_cq(const CqOptions& options) {
                         std::to_string(impl_->caps.max_cqe),
                     impl_->caps.backend, "create_cq");
     }
-    CompletionQueue cq(impl_->create_cq(options));
+    std::shared_ptr<detail::CqImpl> impl = impl_->create_cq(options);
+    if (options.thread_safe) impl = std::make_shared<detail::LockedCq>(std::move(impl));
+    CompletionQueue cq(std::move(impl));
     WEFT_LOGF(core, debug, "%s: created a CQ of depth %u (asked %u)", impl_->caps.backend.c_str(), cq.depth(),
               options.depth);
     return cq;
@@ -163,11 +167,15 @@ QueuePair Domain::create_qp(const QpOptions& options) {
             throw Error(Errc::invalid_argument, std::string(name) + " is not set; every QP needs both CQs",
                         impl_->caps.backend, "create_qp");
         }
-        *out = ref.get()->shared_impl();
+        *out = detail::unwrap(ref.get()->shared_impl());  // the backend's own CQ, whatever the mode
     }
     detail::validate_qp_options(setup, impl_->caps, impl_->caps.backend);
-    auto qp = impl_->create_qp(setup);
+    std::unique_ptr<detail::QpImpl> qp = impl_->create_qp(setup);
     qp->domain = impl_;
+    if (options.thread_safe) {
+        qp = std::make_unique<detail::LockedQp>(std::move(qp));
+        qp->domain = impl_;
+    }
     WEFT_LOGF(core, debug, "%s: created QP %u: max_send %u, max_recv %u, max_sge %u, max_inline %u",
               impl_->caps.backend.c_str(), qp->qp_num, qp->caps.max_send, qp->caps.max_recv, qp->caps.max_sge,
               qp->caps.max_inline);

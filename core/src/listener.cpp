@@ -5,6 +5,8 @@
 #include <weft/listener.hpp>
 #include <weft/log.hpp>
 
+#include "locked.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -139,7 +141,7 @@ void Listener::accept(QueuePair& qp, std::chrono::milliseconds timeout) {
                     backend, call);
     }
     require_fresh(*qp.impl(), backend, call);
-    impl_->accept(*qp.impl(), non_negative(timeout));
+    impl_->accept(detail::unwrap(*qp.impl()), non_negative(timeout));
     WEFT_LOGS(core, info, backend + ": " + impl_->address() + " accepted a peer for QP " + std::to_string(qp.qp_num()));
 }
 
@@ -164,6 +166,7 @@ void connect(QueuePair& qp, std::string_view host_port, std::chrono::millisecond
     if (!qp) empty_handle(call);
     detail::QpImpl& q = *qp.impl();
     if (!q.domain) throw Error(Errc::internal, "the QP does not know its domain", {}, call);
+    detail::QpImpl& backend_qp = detail::unwrap(q);
     const std::string& backend = q.domain->caps.backend;
     detail::HostPort where = detail::parse_host_port(host_port, backend, call);
     if (where.port == 0) {
@@ -173,7 +176,7 @@ void connect(QueuePair& qp, std::string_view host_port, std::chrono::millisecond
                     backend, call);
     }
     require_fresh(q, backend, call);
-    q.domain->connect_to(q, where, non_negative(timeout));
+    q.domain->connect_to(backend_qp, where, non_negative(timeout));
     WEFT_LOGS(core, info, backend + ": QP " + std::to_string(q.qp_num) + " connected to " + where.text());
 }
 

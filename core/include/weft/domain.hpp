@@ -100,6 +100,9 @@ private:
 /// Options of Domain::create_cq.
 struct CqOptions {
     std::uint32_t depth = 256;  ///< completions the queue holds; the backend may round up
+    /// Any number of threads may poll and wait on this CQ at once (weft serializes them with a lock). Off,
+    /// one thread at a time may poll or wait — any thread, not necessarily the same one each time.
+    bool thread_safe = false;
 };
 
 /// RC queue-pair options. Transport attributes carry their verbs meanings (IB spec encodings).
@@ -114,6 +117,9 @@ struct QpOptions {
     std::uint8_t retry_cnt = 7;         ///< transport retries before transport_retry_exceeded (0..7)
     std::uint8_t rnr_retry = 7;         ///< RNR retries before rnr_retry_exceeded (0..7; 7 = forever)
     std::uint8_t min_rnr_timer = 12;    ///< RNR NAK delay this QP asks of its peer (IB encoding 0..31)
+    /// Any number of threads may post to each queue at once (weft serializes them: one lock per queue).
+    /// Off, one thread at a time posts sends and one at a time posts receives (they may be two threads).
+    bool thread_safe = false;
 };
 
 /// The limits a created QP really got (backends may grant more than asked).
@@ -125,6 +131,10 @@ struct QpCaps {
 };
 
 /// Completions of the requests of the QPs that use it (Domain::create_cq). Move-only; QPs keep it alive.
+///
+/// Threads: one thread at a time may poll() or wait() — any thread, not always the same — unless the CQ
+/// was created with CqOptions::thread_safe. fd() and depth() may be called from any thread. The same on
+/// every backend; the simulator reports two threads inside poll/wait at once as a misuse.
 class CompletionQueue {
 public:
     /// An empty handle (false); assign one from Domain::create_cq.
@@ -162,6 +172,12 @@ private:
 };
 
 /// A reliable connection to one peer QP (Domain::create_qp). Move-only; destroying it destroys the QP.
+///
+/// Threads: one thread at a time may post_send() and one at a time post_recv(); the two may be different
+/// threads, and neither needs to be the thread polling the CQs. QpOptions::thread_safe lets any number
+/// post at once. address(), state() and qp_num() may be called from any thread. Destroy a QP only when
+/// no other thread is inside a call on it or polling its CQs. The same on every backend; the simulator
+/// reports two threads posting to one queue at once as a misuse.
 class QueuePair {
 public:
     /// An empty handle (false); assign one from Domain::create_qp.
