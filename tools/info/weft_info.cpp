@@ -68,6 +68,8 @@ constexpr EnvVar environment[] = {
     {"FI_MR_CACHE_MAX_COUNT", "ofi backend (sets it)",
      "set to 0 when unset: libfabric's MR cache would keep regions registered, with every remote right, "
      "after they are closed"},
+    {"FI_OFI_RXM_USE_SRX", "ofi backend (sets it)",
+     "weft sets 1: rxm over verbs otherwise reposts a buffer to a closed verbs endpoint in fi_close (libfabric 1.17 to 2.6)"},
     {"FI_UNIVERSE_SIZE", "ofi backend (sets it)",
      "set to 16 when unset: rxm sizes each endpoint's CQ by it; a larger value needs more CQ entries than "
      "small devices (rxe) have"},
@@ -78,6 +80,8 @@ constexpr EnvVar environment[] = {
      "set it (or IBV_FORK_SAFE) in a program that forks after registering memory with the verbs backend"},
     {"WEFT_SIM_SEED", "<weft/testing.hpp>", "run only this seed of every seed sweep (replay)"},
     {"WEFT_SIM_SEEDS", "<weft/testing.hpp>", "the number of seeds each sweep runs (default: the test's own)"},
+    {"WEFT_SOAK_SEEDS", "tests/sim (soak)", "seeds of the four-node fault soak instead of 2000"},
+    {"WEFT_SIM_SCHEDULE", "<weft/testing.hpp>", "replay: each exploration runs only the schedule this token names"},
     {"WEFT_CONFORMANCE_BACKEND", "weft-conformance", "the config to test when --backend= is not given"},
     {"WEFT_CONFORMANCE_PEER", "weft-conformance",
      "process: run side b of every pair in a second process (as --peer=process)"},
