@@ -260,16 +260,6 @@ std::string read_frame(const ReadExact& read, Frame& out) {
     return read(out.payload.data(), length);
 }
 
-std::string printable(std::span<const std::byte> text) {
-    std::string out;
-    const std::size_t n = std::min(text.size(), refusal_text_max);
-    out.reserve(n + 3);
-    for (std::size_t i = 0; i < n; ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
-    }
-    if (text.size() > n) out += "...";
-    return out;
-}
+std::string printable(std::span<const std::byte> text) { return weft::detail::printable(text, refusal_text_max); }
 
 }  // namespace weft::ofi::wire

@@ -145,16 +145,6 @@ std::string decode_frame(const void* data, std::size_t size, FrameKind kind, std
     return {};
 }
 
-std::string printable(std::span<const std::byte> text) {
-    std::string out;
-    const std::size_t n = std::min(text.size(), max_refusal_text);
-    out.reserve(n + 3);
-    for (std::size_t i = 0; i < n; ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
-    }
-    if (text.size() > n) out += "...";
-    return out;
-}
+std::string printable(std::span<const std::byte> text) { return weft::detail::printable(text, max_refusal_text); }
 
 }  // namespace weft::verbs::wire

@@ -31,7 +31,7 @@ bool all_arrived_in_order(const Server& server) {
 
 bool ignored_errors(const std::string& config) {
     Node a(config, 64 * 1024, inline_qp(0)), b(config, 64 * 1024, inline_qp());
-    Server server{b, false, {}};
+    Server server{b, Repost::after_reply_completed, {}};
     server.start();
     link(a, b);
     std::uint64_t replies = 0, next = 1;
@@ -59,7 +59,7 @@ bool ignored_errors(const std::string& config) {
 
 bool ignored_errors_fixed(const std::string& config) {
     Node a(config, 64 * 1024, inline_qp(0)), b(config, 64 * 1024, inline_qp());
-    Server server{b, false, {}};
+    Server server{b, Repost::after_reply_completed, {}};
     server.start();
     link(a, b);
     std::uint64_t replies = 0, next = 1;

@@ -10,41 +10,10 @@
 #include "rpc.hpp"
 
 namespace weft::bugs {
-namespace {
 
-using namespace detail;
-
-constexpr std::uint64_t requests = 4;
-
-bool request_reply(const std::string& config, bool repost_before_reply) {
-    Node a(config, 64 * 1024, inline_qp(0)), b(config, 64 * 1024, inline_qp());
-    Server server{b, repost_before_reply, {}};
-    server.start();
-    link(a, b);
-    bool failed = false;
-    std::uint64_t replies = 0, next = 1;
-    post_reply_recv(a);
-    post_request(a, next++);
-    auto on_a = [&](const Completion& c) {
-        if (!c.ok()) {
-            failed = true;  // rnr_retry_exceeded: the server had no receive posted
-            return;
-        }
-        if (!c.is_recv()) return;
-        ++replies;
-        if (next > requests) return;
-        post_reply_recv(a);
-        post_request(a, next++);
-    };
-    const bool finished = drive(a, b, on_a, [&](const Completion& c) { server.on(c); },
-                                [&] { return failed || replies == requests; });
-    settle(a, b);
-    return failed || !finished;
+bool late_receive(const std::string& config) {
+    return detail::request_reply(config, detail::Repost::after_reply_completed, 4);
 }
-
-}  // namespace
-
-bool late_receive(const std::string& config) { return request_reply(config, false); }
-bool late_receive_fixed(const std::string& config) { return request_reply(config, true); }
+bool late_receive_fixed(const std::string& config) { return detail::request_reply(config, detail::Repost::before_reply, 4); }
 
 }  // namespace weft::bugs

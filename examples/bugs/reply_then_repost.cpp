@@ -9,49 +9,10 @@
 #include "rpc.hpp"
 
 namespace weft::bugs {
-namespace {
 
-using namespace detail;
-
-constexpr std::uint64_t requests = 8;
-
-bool request_reply(const std::string& config, bool repost_first) {
-    Node a(config, 64 * 1024, inline_qp(0)), b(config, 64 * 1024, inline_qp());
-    must(b.qp.post_recv({recv(0, b.mr.slice(request_slot, 8))}), "server post_recv");
-    link(a, b);
-    bool failed = false;
-    std::uint64_t replies = 0, next = 1;
-    post_reply_recv(a);
-    post_request(a, next++);
-    auto on_a = [&](const Completion& c) {
-        if (!c.ok()) {
-            failed = true;  // rnr_retry_exceeded: the server had no receive posted
-            return;
-        }
-        if (!c.is_recv()) return;
-        ++replies;
-        if (next > requests) return;
-        post_reply_recv(a);
-        post_request(a, next++);
-    };
-    auto on_b = [&](const Completion& c) {
-        if (!c.ok() || !c.is_recv()) return;
-        const std::uint64_t seq = b.word(request_slot);
-        b.set_word(reply_slot, seq);
-        const auto repost = recv(0, b.mr.slice(request_slot, 8));
-        const auto reply = send(seq, b.mr.slice(reply_slot, 8)).inline_data();
-        if (repost_first) must(b.qp.post_recv({repost}), "server post_recv");
-        must(b.qp.post_send({reply}), "server post_send");
-        if (!repost_first) must(b.qp.post_recv({repost}), "server post_recv");
-    };
-    const bool finished = drive(a, b, on_a, on_b, [&] { return failed || replies == requests; });
-    settle(a, b);
-    return failed || !finished;
+bool reply_then_repost(const std::string& config) { return detail::request_reply(config, detail::Repost::after_reply, 8); }
+bool reply_then_repost_fixed(const std::string& config) {
+    return detail::request_reply(config, detail::Repost::before_reply, 8);
 }
-
-}  // namespace
-
-bool reply_then_repost(const std::string& config) { return request_reply(config, false); }
-bool reply_then_repost_fixed(const std::string& config) { return request_reply(config, true); }
 
 }  // namespace weft::bugs

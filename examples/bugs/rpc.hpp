@@ -5,6 +5,7 @@
 
 #include "node.hpp"
 
+#include <string>
 #include <vector>
 
 namespace weft::bugs::detail {
@@ -19,10 +20,17 @@ inline QpOptions inline_qp(std::uint8_t rnr_retry = 7) {
     return o;
 }
 
+/// When the server re-posts its one receive.
+enum class Repost {
+    before_reply,           ///< the fix: the receive is back before the reply can reach the client
+    after_reply,            ///< bug (f): in the call right after posting the reply
+    after_reply_completed,  ///< bug (d): only once the reply's acknowledgement came back
+};
+
 /// Records each new sequence number once and replies to every request with its number.
 struct Server {
     Node& node;
-    bool repost_before_reply;  ///< false is bug (d): the receive comes back only after the reply completed
+    Repost repost;
     std::vector<std::uint64_t> got;
     bool repost_pending = false;
 
@@ -32,10 +40,11 @@ struct Server {
         if (c.is_recv()) {
             const std::uint64_t seq = node.word(request_slot);
             if (got.empty() || seq > got.back()) got.push_back(seq);
-            if (repost_before_reply) start();
-            else repost_pending = true;
+            if (repost == Repost::before_reply) start();
+            else if (repost == Repost::after_reply_completed) repost_pending = true;
             node.set_word(reply_slot, seq);
             must(node.qp.post_send({send(seq, node.mr.slice(reply_slot, 8)).inline_data()}), "server post_send");
+            if (repost == Repost::after_reply) start();
         } else if (repost_pending) {
             repost_pending = false;
             start();
@@ -55,6 +64,32 @@ inline void post_request(Node& client, std::uint64_t seq) {
 inline void post_reply_recv(Node& client) {
     must(client.qp.post_recv({recv(0, client.mr.slice(reply_slot, 8))}), "client post_recv");
 }
+
+/// Sends `requests` numbered requests, each once the reply to the previous one has arrived, and gives up at
+/// the first error (with rnr_retry=0, rnr_retry_exceeded: the server had no receive posted).
+struct Client {
+    Node& node;
+    std::uint64_t requests;
+    bool failed = false;
+    std::uint64_t replies = 0, next = 1;
+
+    void start() {
+        post_reply_recv(node);
+        post_request(node, next++);
+    }
+    void on(const Completion& c) {
+        if (!c.ok()) {
+            failed = true;
+            return;
+        }
+        if (!c.is_recv()) return;
+        ++replies;
+        if (next > requests) return;
+        post_reply_recv(node);
+        post_request(node, next++);
+    }
+    bool done() const { return failed || replies == requests; }
+};
 
 /// Polls both nodes and hands completions to the handlers until `done()`; false when nothing is in flight
 /// and nothing is left to poll first (the programs hang). Each step polls the node whose program is
@@ -85,6 +120,22 @@ bool drive(Node& a, Node& b, OnA&& on_a, OnB&& on_b, Done&& done) {
         if (a_quiet && b_quiet) return false;
     }
     return true;
+}
+
+/// One server re-posting its receive as `repost` says, one client that does not retry RNR sending `requests`
+/// requests: true when a request failed or the two hung (the bug showed).
+inline bool request_reply(const std::string& config, Repost repost, std::uint64_t requests) {
+    Node a(config, 64 * 1024, inline_qp(0)), b(config, 64 * 1024, inline_qp());
+    Server server{b, repost, {}};
+    server.start();
+    link(a, b);
+    Client client{a, requests};
+    client.start();
+    const bool finished = drive(
+        a, b, [&](const Completion& c) { client.on(c); }, [&](const Completion& c) { server.on(c); },
+        [&] { return client.done(); });
+    settle(a, b);
+    return client.failed || !finished;
 }
 
 }  // namespace weft::bugs::detail

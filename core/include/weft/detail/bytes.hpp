@@ -1,13 +1,17 @@
-// weft/detail/bytes.hpp — little-endian field access and a checksum for weft's wire encodings
-// (RemoteRegion descriptors, QP addresses of every backend). For implementers; not part of the user API.
+// weft/detail/bytes.hpp — little-endian field access, a checksum and a printable view of peer text for weft's
+// wire encodings (RemoteRegion descriptors, QP addresses and handshake frames of every backend). For
+// implementers; not part of the user API.
 //
 //   std::byte buf[12];
 //   weft::detail::put_le<std::uint32_t>(buf, qpn);
 //   auto qpn2 = weft::detail::get_le<std::uint32_t>(buf);
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <type_traits>
 
 namespace weft::detail {
@@ -36,6 +40,20 @@ constexpr std::uint32_t fnv1a(const std::byte* p, std::size_t n) noexcept {
         h *= 16777619u;
     }
     return h;
+}
+
+/// A peer's text (a refusal, a provider name) fit for an error message: its first `max` bytes, anything but
+/// printable ASCII shown as '?', and "..." when it was longer.
+inline std::string printable(std::span<const std::byte> text, std::size_t max) {
+    std::string out;
+    const std::size_t n = std::min(text.size(), max);
+    out.reserve(n + 3);
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+    }
+    if (text.size() > n) out += "...";
+    return out;
 }
 
 }  // namespace weft::detail
