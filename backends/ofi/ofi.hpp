@@ -672,6 +672,14 @@ void add_round(OfiCq* cq);
 void remove_round(OfiCq* cq) noexcept;
 // Wakes `cq` (OfiCq::wake) at `when`, if it still exists then. Called from watch callbacks too.
 void wake_at(const std::shared_ptr<OfiCq>& cq, std::chrono::steady_clock::time_point when) noexcept;
+// A CQ entered fd() mode (counted until it is destroyed). While any CQ of the process is in fd() mode, the
+// application may sleep on descriptors alone, so nothing else would drive the QPs that asked for attention
+// (a handshake under way, requests held back): the thread drives them in rounds (registry::drive_all) as
+// long as any is left, backing off like the other rounds.
+void fd_mode_entered();
+void fd_mode_left() noexcept;
+// A QP asked for attention: wakes the thread for an attention round when a CQ is in fd() mode.
+void attention_wanted() noexcept;
 // Set while the thread sleeps because no round could find anything (OfiCq::round_needed). A post makes a
 // request outstanding and calls nudge(), which wakes the thread then: one load while it is not dozing.
 extern std::atomic<bool> dozing;

@@ -101,6 +101,7 @@ OfiCq::OfiCq(std::shared_ptr<OfiDomain> dom, const CqOptions& options)
 
 OfiCq::~OfiCq() {
     service::remove_round(this);
+    if (fd_mode_.load(std::memory_order_acquire)) service::fd_mode_left();
     if (event_fd_ >= 0) ::close(event_fd_);
     if (nudge_fd_ >= 0) ::close(nudge_fd_);
 }
@@ -110,6 +111,7 @@ int OfiCq::fd() {
         // Without a native wait nothing progresses the provider while the application sleeps on the
         // descriptor, and peers in this process may need kicks: the service thread does both.
         if (profile_->needs_kicks) service::add_round(this);
+        service::fd_mode_entered();
         wake();  // readable at once: the caller polls until empty, which arms it
     }
     return wait_fd_ >= 0 ? wait_fd_ : event_fd_;

@@ -139,6 +139,7 @@ void want_attention(OfiQp* qp) {
     std::lock_guard lock(attention_mu);
     if (std::find(attention.begin(), attention.end(), qp) == attention.end()) attention.push_back(qp);
     attention_size.store(attention.size(), std::memory_order_release);
+    service::attention_wanted();
 }
 
 void drop_attention(OfiQp* qp) {

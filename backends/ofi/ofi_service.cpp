@@ -9,6 +9,10 @@
 // while they stay idle and a request is out (OfiCq::round_needed). With nothing out it dozes: it sleeps
 // until a post nudges it (service::nudge, one load per post otherwise), at most 100 ms.
 //
+// Attention rounds: while a CQ of the process is in fd() mode the application may sleep on descriptors
+// alone, so the thread also drives the QPs that asked for attention (a handshake under way, requests held
+// back), in rounds backing off the same way, for as long as any is left.
+//
 // After fork() the child has no service thread; the first use in the child starts its own.
 #include "ofi.hpp"
 
@@ -59,12 +63,17 @@ struct State {
 
 std::mutex start_mu;
 State* state = nullptr;
+std::atomic<std::uint32_t> fd_cqs{0};  // CQs in fd() mode
 
 void run(State* s) noexcept {
     std::array<epoll_event, 16> events{};
     std::chrono::nanoseconds pause = round_min;
     for (;;) {
-        const bool rounds = s->has_rounds.load(std::memory_order_acquire);
+        // Attention rounds: a CQ is in fd() mode and a QP needs driving that the application may never poll.
+        const bool attention = fd_cqs.load(std::memory_order_acquire) != 0 && registry::attention_pending();
+        if (attention) registry::drive_all(true);
+        const bool rounds = s->has_rounds.load(std::memory_order_acquire) ||
+                            (attention && registry::attention_pending());
         std::chrono::nanoseconds sleep = rounds ? pause : std::chrono::nanoseconds::max();
         {
             // Due timers fire now; the next one bounds the sleep.
@@ -121,7 +130,7 @@ void run(State* s) noexcept {
         }
         if (rounds) {
             bool found = false;
-            bool needed = false;
+            bool needed = attention && registry::attention_pending();
             {
                 std::lock_guard lock(s->rounds_mu);
                 for (OfiCq* cq : s->rounds) found |= cq->service_round();
@@ -187,6 +196,19 @@ std::atomic<bool> dozing{false};
 
 void wake_dozing() noexcept {
     if (!dozing.exchange(false, std::memory_order_acq_rel)) return;
+    if (State* s = current()) wake(*s);
+}
+
+void fd_mode_entered() {
+    State& s = started();
+    fd_cqs.fetch_add(1, std::memory_order_acq_rel);
+    if (registry::attention_pending()) wake(s);
+}
+
+void fd_mode_left() noexcept { fd_cqs.fetch_sub(1, std::memory_order_acq_rel); }
+
+void attention_wanted() noexcept {
+    if (fd_cqs.load(std::memory_order_acquire) == 0) return;
     if (State* s = current()) wake(*s);
 }
 

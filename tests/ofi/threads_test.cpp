@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -182,6 +183,56 @@ BOOST_AUTO_TEST_CASE(fenced_writes_released_by_the_poller_while_the_poster_posts
     for (std::uint64_t k = pairs - words; k < pairs; ++k) {
         BOOST_TEST(words_b[k % words] == k + 1);
     }
+}
+
+// A program that sleeps on fd() with no timeout of its own: each side's thread waits on its CQ's descriptor
+// alone, and polls only when it fires. The send is posted right after connect(), before the connection is
+// established, so it waits in the QP for the handshake to finish; whatever the QP still needs (driving the
+// handshake, handing the send over) must make a descriptor fire, since no thread polls otherwise. The
+// descriptor wait's bound is a failure bound only.
+BOOST_AUTO_TEST_CASE(a_send_posted_during_the_handshake_completes_for_threads_that_only_wait_on_fd) {
+    if (!open(test::ofi_config()).capabilities().has(Feature::cq_fd)) {
+        BOOST_TEST_MESSAGE("skipped: " << test::ofi_config() << " has no CQ descriptor");
+        return;
+    }
+    test::OfiSide a, b;
+    BOOST_REQUIRE(b.qp.post_recv({recv(1, b.mr.slice(0, 64))}));
+    auto addr_a = a.qp.address();
+    a.qp.connect(b.qp.address());
+    std::memcpy(a.buf.data(), "hello through the handshake", 28);
+    BOOST_REQUIRE(a.qp.post_send({send(7, a.mr.slice(0, 28))}));
+    b.qp.connect(addr_a);
+    struct Outcome {
+        Completion c{};
+        std::string failure;
+    };
+    auto wait_for_one = [](CompletionQueue& cq, Outcome& out) {
+        const int fd = cq.fd();
+        Completion wc[1];
+        for (;;) {
+            if (auto got = cq.poll(wc); !got.empty()) {
+                out.c = got[0];
+                return;
+            }
+            pollfd pfd{fd, POLLIN, 0};
+            if (::poll(&pfd, 1, static_cast<int>(std::chrono::milliseconds(std::chrono::seconds(30)).count())) == 0) {
+                out.failure = "the descriptor never fired";
+                return;
+            }
+        }
+    };
+    Outcome sent, received;
+    std::thread ta(wait_for_one, std::ref(a.cq), std::ref(sent));
+    std::thread tb(wait_for_one, std::ref(b.cq), std::ref(received));
+    ta.join();
+    tb.join();
+    BOOST_REQUIRE_MESSAGE(sent.failure.empty(), "sender: " << sent.failure);
+    BOOST_REQUIRE_MESSAGE(received.failure.empty(), "receiver: " << received.failure);
+    BOOST_TEST(sent.c.id == 7u);
+    BOOST_TEST(sent.c.ok());
+    BOOST_TEST(received.c.id == 1u);
+    BOOST_TEST(received.c.ok());
+    BOOST_TEST(std::memcmp(b.buf.data(), "hello through the handshake", 28) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

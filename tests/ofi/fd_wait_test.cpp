@@ -1,0 +1,142 @@
+// fd_wait_test — two processes whose threads sleep only on CQ descriptors (CompletionQueue::fd()), with no
+// timeout of their own and no other poll: the way an event loop built on epoll waits. The sender posts a
+// send right after connect(), before the connection is established, so the QP holds it back until the
+// handshake is done; whatever the QP still needs then (the handshake driven, the send handed over, the
+// provider progressed) must happen while both programs sleep, and make their descriptors fire.
+//
+//   weft-ofi-fd-wait CONFIG
+//
+// The two sides fork before either opens anything, exchange addresses through pipes, and each checks what it
+// sees: the sender its send's completion, the receiver its receive's completion and the bytes. Exits 0 only
+// when both sides passed; a descriptor that stays silent for 60 s (a failure bound, not a deadline the run
+// approaches: it takes milliseconds) fails the side that waited on it.
+#include <weft/weft.hpp>
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int silence_ms = 60'000;
+constexpr char message[] = "sent during the handshake";
+
+void write_all(int fd, const void* p, std::size_t n) {
+    const auto* b = static_cast<const char*>(p);
+    while (n > 0) {
+        const ssize_t w = ::write(fd, b, n);
+        if (w <= 0) throw std::runtime_error("pipe write failed");
+        b += w;
+        n -= static_cast<std::size_t>(w);
+    }
+}
+
+void read_all(int fd, void* p, std::size_t n) {
+    auto* b = static_cast<char*>(p);
+    while (n > 0) {
+        const ssize_t r = ::read(fd, b, n);
+        if (r <= 0) throw std::runtime_error("the other side closed its pipe");
+        b += r;
+        n -= static_cast<std::size_t>(r);
+    }
+}
+
+// Sleeps on the CQ's descriptor until poll() returns a completion (polling until empty after each wake-up,
+// as fd() asks); returns it.
+weft::Completion wait_on_fd(weft::CompletionQueue& cq, const char* side) {
+    const int fd = cq.fd();
+    weft::Completion wc[1];
+    for (;;) {
+        if (auto got = cq.poll(wc); !got.empty()) return got[0];
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, silence_ms) == 0) {
+            throw std::runtime_error(std::string(side) + ": the CQ's descriptor stayed silent for 60 s");
+        }
+    }
+}
+
+int run_side(bool sender, int in, int out, const std::string& config) {
+    const char* side = sender ? "sender" : "receiver";
+    try {
+        weft::Domain dom = weft::open(config);
+        auto cq = dom.create_cq({.depth = 16});
+        auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+        std::vector<std::byte> buf(4096);
+        auto mr = dom.register_memory(buf, weft::all_access);
+        if (!sender && !qp.post_recv({weft::recv(1, mr.slice(0, 64))})) throw std::runtime_error("receive refused");
+        const auto ours = qp.address();
+        const auto size = static_cast<std::uint32_t>(ours.size());
+        write_all(out, &size, sizeof size);
+        write_all(out, ours.data(), ours.size());
+        std::uint32_t theirs_size = 0;
+        read_all(in, &theirs_size, sizeof theirs_size);
+        if (theirs_size > 4096) throw std::runtime_error("an oversized address came through the pipe");
+        std::vector<std::byte> theirs(theirs_size);
+        read_all(in, theirs.data(), theirs.size());
+        qp.connect(theirs);
+        if (sender) {
+            std::memcpy(buf.data(), message, sizeof message);
+            if (!qp.post_send({weft::send(7, mr.slice(0, sizeof message))})) throw std::runtime_error("send refused");
+        }
+        const weft::Completion c = wait_on_fd(cq, side);
+        const std::uint64_t want = sender ? 7 : 1;
+        if (c.id != want || !c.ok()) {
+            std::fprintf(stderr, "%s: completion id %llu (expected %llu), status %s\n", side,
+                         static_cast<unsigned long long>(c.id), static_cast<unsigned long long>(want),
+                         std::string(weft::to_string(c.status)).c_str());
+            return 1;
+        }
+        if (!sender && (c.byte_len != sizeof message || std::memcmp(buf.data(), message, sizeof message) != 0)) {
+            std::fprintf(stderr, "receiver: %u bytes arrived, not the %zu sent\n", c.byte_len, sizeof message);
+            return 1;
+        }
+        // Neither side destroys its QP before the other has its completion.
+        char done = 1;
+        write_all(out, &done, 1);
+        read_all(in, &done, 1);
+        std::printf("%s: completion %llu, success\n", side, static_cast<unsigned long long>(c.id));
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", side, e.what());
+        return 1;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: weft-ofi-fd-wait CONFIG\n");
+        return 2;
+    }
+    const std::string config = argv[1];
+    int to_receiver[2], to_sender[2];
+    if (::pipe(to_receiver) != 0 || ::pipe(to_sender) != 0) {
+        std::perror("pipe");
+        return 1;
+    }
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();  // before anything is opened: the child starts from a clean process
+    if (pid < 0) {
+        std::perror("fork");
+        return 1;
+    }
+    if (pid == 0) {
+        const int rc = run_side(false, to_receiver[0], to_sender[1], config);
+        std::fflush(nullptr);
+        ::_exit(rc);
+    }
+    const int rc = run_side(true, to_sender[0], to_receiver[1], config);
+    ::close(to_receiver[1]);  // a receiver still waiting on the pipe sees the sender gone
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    const bool child_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!child_ok) std::fprintf(stderr, "the receiver process failed (wait status %d)\n", status);
+    return rc == 0 && child_ok ? 0 : 1;
+}
