@@ -207,18 +207,16 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
 PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
     const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
     if (sq_.free_slots(head) == 0) [[unlikely]] return post_send_refused(1);
-    ibv_send_wr& wr = send_wrs_[0];
-    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, wr, sq_.slots[head & sq_.ring_mask]))
+    // Built in one_wr_, whose next, sg_list and num_sge never change: nothing to cut and restore around the
+    // provider call.
+    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, sq_.slots[head & sq_.ring_mask]))
         [[unlikely]] {
         return post_send_general(std::span(&r, 1));
     }
     sq_.posted.store(head + 1, std::memory_order_release);
-    wr.next = nullptr;
     ibv_send_wr* bad = nullptr;
-    const int rc = ::ibv_post_send(handle_, &wr, &bad);
-    wr.next = &wr + 1;
-    // (head is found again there rather than kept across the call.)
-    if (rc != 0) [[unlikely]] return send_refused_by_provider(sq_.posted.load(std::memory_order_relaxed) - 1, bad);
+    // The provider stops at the first request it refuses: here the only one, so none was posted.
+    if (::ibv_post_send(handle_, &one_wr_, &bad) != 0) [[unlikely]] return send_refused_by_provider(head, nullptr);
     return PostStatus::ok();
 }
 
@@ -511,6 +509,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     }
     if (key != 0) wq->retired.store(retired, std::memory_order_release);
     last_key_ = key;
+    last_send_key_ = recv != 0 ? 0 : key;
     last_wq_ = wq;
     return static_cast<std::size_t>(c - out);
 }
@@ -540,10 +539,12 @@ std::size_t VerbsCq::took(std::size_t got) noexcept {
 std::size_t VerbsCq::took_one() noexcept {
     // The common single completion: a send-queue success of the queue the last completion belonged to. It
     // needs a handful of registers, where the loop of translate() needs them all; anything else goes there.
+    // (last_send_key_ is 0 unless the last queue is a send queue, and no wr_id has key 0: one comparison
+    // covers the queue, its kind and the status.)
     const ibv_wc& w = wc_[0];
     WorkQueue* const wq = last_wq_;
-    if (queue_key(w) != last_key_ || queues_.epoch() != last_epoch_ || w.status != IBV_WC_SUCCESS || wq->is_recv)
-        [[unlikely]] {
+    if (((queue_key(w) ^ last_send_key_) | static_cast<std::uint32_t>(w.status)) != 0 ||
+        queues_.epoch() != last_epoch_) [[unlikely]] {
         return took(1);
     }
     const auto pos = static_cast<std::uint32_t>(w.wr_id);
