@@ -460,7 +460,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     std::uint32_t mask = 0;
     std::uint32_t retired = 0;
     std::uint32_t outstanding = 0;
-    std::uint32_t recv = 0;  // 1 on a receive queue: its completions take the longer way
+    std::uint32_t recv = 0;  // 1 on a receive queue
     if (key != 0) [[likely]] {
         slots = wq->slots.get();
         mask = wq->ring_mask;
@@ -468,44 +468,71 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         outstanding = wq->posted.load(std::memory_order_acquire) - retired;
         recv = wq->is_recv ? 1 : 0;
     }
-    for (const ibv_wc& w : std::span(wc_.data(), got)) {
-        if (const std::uint32_t k = queue_key(w); k != key) [[unlikely]] {
+    // Whether the completion at `w` is outstanding; if so it retires with every older one, and `posted` is
+    // its slot.
+    auto take = [&](const ibv_wc& w, const WorkQueue::Slot*& posted) noexcept {
+        const auto pos = static_cast<std::uint32_t>(w.wr_id);
+        const std::uint32_t older = pos - retired;
+        if (older >= outstanding) [[unlikely]] return false;  // not outstanding: not ours to report
+        retired = pos + 1;
+        outstanding -= older + 1;
+        posted = &slots[pos & mask];
+        return true;
+    };
+    const ibv_wc* w = wc_.data();
+    const ibv_wc* const end = w + got;
+    while (w != end) {
+        if (const std::uint32_t k = queue_key(*w); k != key) [[unlikely]] {
             if (key != 0) wq->retired.store(retired, std::memory_order_release);
-            wq = queues_.find(w.wr_id);
+            wq = queues_.find(w->wr_id);
             key = wq != nullptr ? k : 0;
-            if (wq == nullptr) continue;  // a completion of a destroyed QP
+            if (wq == nullptr) {  // a completion of a destroyed QP
+                ++w;
+                continue;
+            }
             slots = wq->slots.get();
             mask = wq->ring_mask;
             retired = wq->retired.load(std::memory_order_relaxed);
             outstanding = wq->posted.load(std::memory_order_acquire) - retired;
             recv = wq->is_recv ? 1 : 0;
         }
-        // The request's queue position: it retires with every older one still outstanding.
-        const auto pos = static_cast<std::uint32_t>(w.wr_id);
-        const std::uint32_t older = pos - retired;
-        if (older >= outstanding) [[unlikely]] continue;  // not outstanding: not ours to report
-        retired = pos + 1;
-        outstanding -= older + 1;
-
-        const WorkQueue::Slot& posted = slots[pos & mask];
-        if ((static_cast<std::uint32_t>(w.status) | recv) == 0) [[likely]] {  // a send-queue success
-            put(c, posted.id, w.byte_len, w.qp_num, posted.tail);
-        } else if (w.status == IBV_WC_SUCCESS) {  // a receive
-            std::uint64_t lengths = w.byte_len;
-            std::uint64_t tail = posted.tail;
-            // Immediate data belongs to receive completions (rxe also flags the requester's completion of a
-            // *_with_imm request, without a value). The slot says recv; a write_with_imm that consumed the
-            // receive is the opcode after it.
-            if ((w.wc_flags & IBV_WC_WITH_IMM) != 0) {
-                lengths |= static_cast<std::uint64_t>(ntohl(w.imm_data)) << 32;
-                tail |= 1u << 16;
-            }
-            if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
-            put(c, posted.id, lengths, w.qp_num, tail);
+        // The run of completions of this queue, each kind of queue in a loop of its own.
+        const WorkQueue::Slot* posted = nullptr;
+        if (recv == 0) [[likely]] {
+            do {
+                if (take(*w, posted)) [[likely]] {
+                    if (w->status == IBV_WC_SUCCESS) [[likely]] {
+                        put(c, posted->id, w->byte_len, w->qp_num, posted->tail);
+                    } else {
+                        translate_error(*w, *wq, *posted, *c);
+                    }
+                    ++c;
+                }
+                ++w;
+            } while (w != end && queue_key(*w) == key);
         } else {
-            translate_error(w, *wq, posted, *c);
+            do {
+                if (take(*w, posted)) [[likely]] {
+                    if (w->status == IBV_WC_SUCCESS) [[likely]] {
+                        std::uint64_t lengths = w->byte_len;
+                        std::uint64_t tail = posted->tail;
+                        // Immediate data belongs to receive completions (rxe also flags the requester's
+                        // completion of a *_with_imm request, without a value). The slot says recv; a
+                        // write_with_imm that consumed the receive is the opcode after it.
+                        if ((w->wc_flags & IBV_WC_WITH_IMM) != 0) {
+                            lengths |= static_cast<std::uint64_t>(ntohl(w->imm_data)) << 32;
+                            tail |= 1u << 16;
+                        }
+                        if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+                        put(c, posted->id, lengths, w->qp_num, tail);
+                    } else {
+                        translate_error(*w, *wq, *posted, *c);
+                    }
+                    ++c;
+                }
+                ++w;
+            } while (w != end && queue_key(*w) == key);
         }
-        ++c;
     }
     if (key != 0) wq->retired.store(retired, std::memory_order_release);
     last_key_ = key;
