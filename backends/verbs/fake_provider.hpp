@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -33,6 +34,9 @@ struct FakeCq {
 
 struct FakeQp {
     ibv_qp qp{};
+    // When >= 0, the next post_send refuses the request at this position of its chain (EINVAL, *bad set),
+    // having queued the ones before it, as providers do; then it is -1 again.
+    int refuse_send_at = -1;
     std::array<std::uint64_t, ring_size> recv_ids{};  // posted receives, delivered in order by deliver()
     std::uint32_t recv_head = 0;
     std::uint32_t recv_tail = 0;
@@ -52,20 +56,35 @@ inline ibv_wc_opcode wc_opcode(ibv_wr_opcode op) noexcept {
     }
 }
 
-inline int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** /*bad*/) {
-    FakeCq* cq = fake(qp->send_cq);
-    for (; wr != nullptr; wr = wr->next) {
-        std::uint32_t len = 0;
-        for (int i = 0; i < wr->num_sge; ++i) len += wr->sg_list[i].length;
-        if ((wr->send_flags & IBV_SEND_SIGNALED) == 0) continue;
-        ibv_wc wc{};
-        wc.wr_id = wr->wr_id;
-        wc.status = IBV_WC_SUCCESS;
-        wc.opcode = wc_opcode(wr->opcode);
-        wc.byte_len = len;
-        wc.qp_num = qp->qp_num;
-        cq->push(wc);
-    }
+// Queues the work completion of `wr` when it is signaled.
+inline void queue_send(ibv_qp* qp, const ibv_send_wr& wr) noexcept {
+    std::uint32_t len = 0;
+    for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
+    if ((wr.send_flags & IBV_SEND_SIGNALED) == 0) return;
+    ibv_wc wc{};
+    wc.wr_id = wr.wr_id;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = wc_opcode(wr.opcode);
+    wc.byte_len = len;
+    wc.qp_num = qp->qp_num;
+    fake(qp->send_cq)->push(wc);
+}
+
+// post_send while refuse_send_at is set.
+[[gnu::noinline]] inline int post_send_refusing(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+    int at = fake(qp)->refuse_send_at;
+    fake(qp)->refuse_send_at = -1;
+    ibv_send_wr* refused = wr;
+    for (; at > 0 && refused != nullptr; --at) refused = refused->next;
+    for (; wr != refused; wr = wr->next) queue_send(qp, *wr);
+    if (refused == nullptr) return 0;
+    *bad = refused;
+    return EINVAL;
+}
+
+inline int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+    if (fake(qp)->refuse_send_at >= 0) [[unlikely]] return post_send_refusing(qp, wr, bad);
+    for (; wr != nullptr; wr = wr->next) queue_send(qp, *wr);
     return 0;
 }
 

@@ -280,6 +280,7 @@ private:
     // epoch stays the same (no queue was detached): its wr_id bits 63..32, or 0.
     std::uint64_t last_epoch_ = 0;
     std::uint32_t last_key_ = 0;
+    std::uint32_t last_send_key_ = 0;  // last_key_ when that queue is a send queue, else 0 (for took_one)
     WorkQueue* last_wq_ = nullptr;
     // Completions taken from the CQ and not yet handed out (by wait(), or by a poll into fewer than
     // poll_batch): the next poll returns them first.
@@ -367,6 +368,9 @@ private:
     // the fast paths leave as it is.
     std::unique_ptr<ibv_send_wr[]> send_wrs_;
     std::unique_ptr<ibv_sge[]> send_sges_;
+    // post_one's work request: one segment (one_sge_), no next, as set up in init_data_path.
+    ibv_send_wr one_wr_{};
+    ibv_sge one_sge_{};
     std::unique_ptr<ibv_recv_wr[]> recv_wrs_;
     std::unique_ptr<ibv_sge[]> recv_sges_;
 };

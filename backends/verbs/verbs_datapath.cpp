@@ -207,18 +207,16 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
 PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
     const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
     if (sq_.free_slots(head) == 0) [[unlikely]] return post_send_refused(1);
-    ibv_send_wr& wr = send_wrs_[0];
-    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, wr, sq_.slots[head & sq_.ring_mask]))
+    // Built in one_wr_, whose next, sg_list and num_sge never change: nothing to cut and restore around the
+    // provider call.
+    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, sq_.slots[head & sq_.ring_mask]))
         [[unlikely]] {
         return post_send_general(std::span(&r, 1));
     }
     sq_.posted.store(head + 1, std::memory_order_release);
-    wr.next = nullptr;
     ibv_send_wr* bad = nullptr;
-    const int rc = ::ibv_post_send(handle_, &wr, &bad);
-    wr.next = &wr + 1;
-    // (head is found again there rather than kept across the call.)
-    if (rc != 0) [[unlikely]] return send_refused_by_provider(sq_.posted.load(std::memory_order_relaxed) - 1, bad);
+    // The provider stops at the first request it refuses: here the only one, so none was posted.
+    if (::ibv_post_send(handle_, &one_wr_, &bad) != 0) [[unlikely]] return send_refused_by_provider(head, nullptr);
     return PostStatus::ok();
 }
 
@@ -462,7 +460,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     std::uint32_t mask = 0;
     std::uint32_t retired = 0;
     std::uint32_t outstanding = 0;
-    std::uint32_t recv = 0;  // 1 on a receive queue: its completions take the longer way
+    std::uint32_t recv = 0;  // 1 on a receive queue
     if (key != 0) [[likely]] {
         slots = wq->slots.get();
         mask = wq->ring_mask;
@@ -470,47 +468,75 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         outstanding = wq->posted.load(std::memory_order_acquire) - retired;
         recv = wq->is_recv ? 1 : 0;
     }
-    for (const ibv_wc& w : std::span(wc_.data(), got)) {
-        if (const std::uint32_t k = queue_key(w); k != key) [[unlikely]] {
+    // Whether the completion at `w` is outstanding; if so it retires with every older one, and `posted` is
+    // its slot.
+    auto take = [&](const ibv_wc& w, const WorkQueue::Slot*& posted) noexcept {
+        const auto pos = static_cast<std::uint32_t>(w.wr_id);
+        const std::uint32_t older = pos - retired;
+        if (older >= outstanding) [[unlikely]] return false;  // not outstanding: not ours to report
+        retired = pos + 1;
+        outstanding -= older + 1;
+        posted = &slots[pos & mask];
+        return true;
+    };
+    const ibv_wc* w = wc_.data();
+    const ibv_wc* const end = w + got;
+    while (w != end) {
+        if (const std::uint32_t k = queue_key(*w); k != key) [[unlikely]] {
             if (key != 0) wq->retired.store(retired, std::memory_order_release);
-            wq = queues_.find(w.wr_id);
+            wq = queues_.find(w->wr_id);
             key = wq != nullptr ? k : 0;
-            if (wq == nullptr) continue;  // a completion of a destroyed QP
+            if (wq == nullptr) {  // a completion of a destroyed QP
+                ++w;
+                continue;
+            }
             slots = wq->slots.get();
             mask = wq->ring_mask;
             retired = wq->retired.load(std::memory_order_relaxed);
             outstanding = wq->posted.load(std::memory_order_acquire) - retired;
             recv = wq->is_recv ? 1 : 0;
         }
-        // The request's queue position: it retires with every older one still outstanding.
-        const auto pos = static_cast<std::uint32_t>(w.wr_id);
-        const std::uint32_t older = pos - retired;
-        if (older >= outstanding) [[unlikely]] continue;  // not outstanding: not ours to report
-        retired = pos + 1;
-        outstanding -= older + 1;
-
-        const WorkQueue::Slot& posted = slots[pos & mask];
-        if ((static_cast<std::uint32_t>(w.status) | recv) == 0) [[likely]] {  // a send-queue success
-            put(c, posted.id, w.byte_len, w.qp_num, posted.tail);
-        } else if (w.status == IBV_WC_SUCCESS) {  // a receive
-            std::uint64_t lengths = w.byte_len;
-            std::uint64_t tail = posted.tail;
-            // Immediate data belongs to receive completions (rxe also flags the requester's completion of a
-            // *_with_imm request, without a value). The slot says recv; a write_with_imm that consumed the
-            // receive is the opcode after it.
-            if ((w.wc_flags & IBV_WC_WITH_IMM) != 0) {
-                lengths |= static_cast<std::uint64_t>(ntohl(w.imm_data)) << 32;
-                tail |= 1u << 16;
-            }
-            if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
-            put(c, posted.id, lengths, w.qp_num, tail);
+        // The run of completions of this queue, each kind of queue in a loop of its own.
+        const WorkQueue::Slot* posted = nullptr;
+        if (recv == 0) [[likely]] {
+            do {
+                if (take(*w, posted)) [[likely]] {
+                    if (w->status == IBV_WC_SUCCESS) [[likely]] {
+                        put(c, posted->id, w->byte_len, w->qp_num, posted->tail);
+                    } else {
+                        translate_error(*w, *wq, *posted, *c);
+                    }
+                    ++c;
+                }
+                ++w;
+            } while (w != end && queue_key(*w) == key);
         } else {
-            translate_error(w, *wq, posted, *c);
+            do {
+                if (take(*w, posted)) [[likely]] {
+                    if (w->status == IBV_WC_SUCCESS) [[likely]] {
+                        std::uint64_t lengths = w->byte_len;
+                        std::uint64_t tail = posted->tail;
+                        // Immediate data belongs to receive completions (rxe also flags the requester's
+                        // completion of a *_with_imm request, without a value). The slot says recv; a
+                        // write_with_imm that consumed the receive is the opcode after it.
+                        if ((w->wc_flags & IBV_WC_WITH_IMM) != 0) {
+                            lengths |= static_cast<std::uint64_t>(ntohl(w->imm_data)) << 32;
+                            tail |= 1u << 16;
+                        }
+                        if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+                        put(c, posted->id, lengths, w->qp_num, tail);
+                    } else {
+                        translate_error(*w, *wq, *posted, *c);
+                    }
+                    ++c;
+                }
+                ++w;
+            } while (w != end && queue_key(*w) == key);
         }
-        ++c;
     }
     if (key != 0) wq->retired.store(retired, std::memory_order_release);
     last_key_ = key;
+    last_send_key_ = recv != 0 ? 0 : key;
     last_wq_ = wq;
     return static_cast<std::size_t>(c - out);
 }
@@ -540,10 +566,12 @@ std::size_t VerbsCq::took(std::size_t got) noexcept {
 std::size_t VerbsCq::took_one() noexcept {
     // The common single completion: a send-queue success of the queue the last completion belonged to. It
     // needs a handful of registers, where the loop of translate() needs them all; anything else goes there.
+    // (last_send_key_ is 0 unless the last queue is a send queue, and no wr_id has key 0: one comparison
+    // covers the queue, its kind and the status.)
     const ibv_wc& w = wc_[0];
     WorkQueue* const wq = last_wq_;
-    if (queue_key(w) != last_key_ || queues_.epoch() != last_epoch_ || w.status != IBV_WC_SUCCESS || wq->is_recv)
-        [[unlikely]] {
+    if (((queue_key(w) ^ last_send_key_) | static_cast<std::uint32_t>(w.status)) != 0 ||
+        queues_.epoch() != last_epoch_) [[unlikely]] {
         return took(1);
     }
     const auto pos = static_cast<std::uint32_t>(w.wr_id);

@@ -164,6 +164,9 @@ void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
     init_queue(rq_, caps.max_recv, handle_, true, &state_);
     send_wrs_ = chain<ibv_send_wr>(caps.max_send, std::max(granted.max_send_sge, 1u), send_sges_);
     recv_wrs_ = chain<ibv_recv_wr>(caps.max_recv, std::max(granted.max_recv_sge, 1u), recv_sges_);
+    one_wr_.next = nullptr;
+    one_wr_.sg_list = &one_sge_;
+    one_wr_.num_sge = 1;
 
     const Capabilities& dc = device_->caps;
     max_single_length_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(dc.max_msg_size, 0xffffffffu));

@@ -1,4 +1,5 @@
-// The user-facing handles: thin, move-only owners that forward to the backend's implementation.
+// The user-facing handles: thin, move-only owners that forward to the backend's implementation. Their
+// data-path calls (poll, post_send, post_recv) live in handles_datapath.cpp.
 #include <weft/backend.hpp>
 #include <weft/domain.hpp>
 #include <weft/error.hpp>
@@ -52,11 +53,6 @@ CompletionQueue::CompletionQueue(CompletionQueue&&) noexcept = default;
 CompletionQueue& CompletionQueue::operator=(CompletionQueue&&) noexcept = default;
 CompletionQueue::~CompletionQueue() = default;
 
-std::span<Completion> CompletionQueue::poll(std::span<Completion> out) noexcept {
-    if (!impl_ || out.empty()) return out.first(0);
-    return out.first(impl_->poll(out));
-}
-
 bool CompletionQueue::wait(std::chrono::nanoseconds timeout) {
     if (!impl_) empty_handle("CompletionQueue::wait");
     return impl_->wait(timeout);
@@ -87,16 +83,6 @@ void QueuePair::connect(std::span<const std::byte> peer) {
     impl_->connect(peer);
     WEFT_LOGF(core, debug, "QP %u connected (%zu address bytes from the peer), state %s", impl_->qp_num,
               peer.size(), std::string(to_string(impl_->state())).c_str());
-}
-
-PostStatus QueuePair::post_send(std::span<const SendRequest> batch) noexcept {
-    if (!impl_) return PostStatus::not_connected("the queue pair handle is empty");
-    return impl_->post_send(batch);
-}
-
-PostStatus QueuePair::post_recv(std::span<const RecvRequest> batch) noexcept {
-    if (!impl_) return PostStatus::not_connected("the queue pair handle is empty");
-    return impl_->post_recv(batch);
 }
 
 QpState QueuePair::state() const noexcept { return impl_ ? impl_->state() : QpState::reset; }

@@ -141,6 +141,35 @@ BOOST_AUTO_TEST_CASE(single_requests_and_single_completions) {
     BOOST_TEST((s.qp.post_send({weft::write(9, seg, dst)}).code() == weft::PostStatus::Code::queue_full));
 }
 
+BOOST_AUTO_TEST_CASE(a_request_the_provider_refuses_is_reported_and_only_those_before_it_count) {
+    // Alone: nothing was posted, and the queue is as it was.
+    p.qp.refuse_send_at = 0;
+    auto st = s.qp.post_send({weft::write(1, seg, dst)});
+    BOOST_TEST((st.code() == weft::PostStatus::Code::invalid));
+    BOOST_TEST(st.index() == 0u);
+    BOOST_TEST(std::string(st.reason()).find("provider refused the request") != std::string::npos);
+    BOOST_TEST(in_fake_cq() == 0u);
+    // In a batch: the two before it were posted and complete; the refused one and the one after did not.
+    std::vector<weft::SendRequest> batch;
+    for (std::uint64_t i = 0; i < 4; ++i) batch.push_back(weft::write(10 + i, seg, dst));
+    p.qp.refuse_send_at = 2;
+    st = s.qp.post_send(batch);
+    BOOST_TEST((st.code() == weft::PostStatus::Code::invalid));
+    BOOST_TEST(st.index() == 2u);
+    const auto got = drain();
+    BOOST_REQUIRE_EQUAL(got.size(), 2u);
+    BOOST_TEST(got[0].id == 10u);
+    BOOST_TEST(got[1].id == 11u);
+    // Only those two took slots, and both retired: a full queue fits, alone and as a batch.
+    std::vector<weft::SendRequest> full(depth, weft::write(20, seg, dst));
+    BOOST_TEST(s.qp.post_send(full).is_ok());
+    BOOST_TEST(drain().size() == depth);
+    for (std::uint64_t i = 0; i < depth; ++i) BOOST_REQUIRE(s.qp.post_send({weft::write(30 + i, seg, dst)}));
+    const auto singles = drain();
+    BOOST_REQUIRE_EQUAL(singles.size(), depth);
+    BOOST_TEST(singles.back().id == 30u + depth - 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_gather_request_leaves_later_single_segment_requests_intact) {
     const std::array<weft::LocalSegment, 3> three{seg, seg, seg};
     BOOST_REQUIRE(s.qp.post_send({weft::write(1, three, dst), weft::send(2, seg)}));
