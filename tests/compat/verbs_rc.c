@@ -98,11 +98,12 @@ static const int rtr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_
 
 static struct ibv_qp *create_rc(struct ibv_pd *pd, struct ibv_cq *cq) {
     struct ibv_qp_init_attr init = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-                                    .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2,
+                                    .cap = {.max_send_wr = 32, .max_recv_wr = 16, .max_send_sge = 5,
                                             .max_recv_sge = 1, .max_inline_data = 64}};
     struct ibv_qp *qp = ibv_create_qp(pd, &init);
     CHECK(qp, "ibv_create_qp: %s", strerror(errno));
-    CHECK(init.cap.max_send_wr >= 16 && init.cap.max_inline_data >= 64, "caps not granted");
+    CHECK(init.cap.max_send_wr >= 32 && init.cap.max_send_sge == 5 && init.cap.max_inline_data >= 64,
+          "caps not granted");
     return qp;
 }
 
@@ -259,6 +260,34 @@ int main(int argc, char **argv) {
     post_send(qp_a, &cas);
     expect(cq_a, 7, IBV_WC_COMP_SWAP, 8, qp_a, NULL);
     CHECK(*result == 42 && *target == 7, "cmp_swp: result %" PRIu64 ", target %" PRIu64, *result, *target);
+
+    /* A chain of 20 writes of five 8-byte segments each, the 18th with one segment too many: verbs posts
+     * the 17 before it and names it in bad_wr. */
+    enum { chain = 20, segments = 5, bad_index = 17 };
+    struct ibv_sge sges[chain][segments + 1];
+    struct ibv_send_wr wrs[chain];
+    for (int i = 0; i < chain; ++i) {
+        for (int k = 0; k <= segments; ++k) {
+            sges[i][k] = (struct ibv_sge){(uintptr_t)buf_a + 1024 + 8 * k, 8, mr_a->lkey};
+            buf_a[1024 + 8 * k] = (char)('a' + k);
+        }
+        wrs[i] = (struct ibv_send_wr){.wr_id = 1000 + i, .next = i + 1 < chain ? &wrs[i + 1] : NULL,
+                                      .sg_list = sges[i], .num_sge = i == bad_index ? segments + 1 : segments,
+                                      .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                                      .wr.rdma = {.remote_addr = (uintptr_t)buf_b + 1536 + 40 * i, .rkey = mr_b->rkey}};
+    }
+    memset(buf_b + 1536, 0, 40 * chain);
+    bad = NULL;
+    CHECK(ibv_post_send(qp_a, wrs, &bad) == EINVAL && bad == &wrs[bad_index], "chain: bad_wr %p, expected %p",
+          (void *)bad, (void *)&wrs[bad_index]);
+    for (int i = 0; i < bad_index; ++i) expect(cq_a, 1000 + i, IBV_WC_RDMA_WRITE, any_length, qp_a, NULL);
+    CHECK(ibv_poll_cq(cq_a, 1, &wc) == 0, "a completion of a request that was not posted: wr_id %" PRIu64, wc.wr_id);
+    for (int i = 0; i < chain; ++i) {
+        for (int k = 0; k < segments; ++k) {
+            char want = i < bad_index ? (char)('a' + k) : 0;
+            CHECK(buf_b[1536 + 40 * i + 8 * k] == want, "write %d, segment %d", i, k);
+        }
+    }
 
     /* Objects in use are not destroyed. */
     CHECK(ibv_dealloc_pd(pd) == EBUSY, "dealloc_pd with QPs and regions");
