@@ -159,8 +159,7 @@ void connect(Qp& qp, std::uint32_t dest) {
     if (it == table.by_num.end()) {
         throw Error(Errc::invalid_argument, "dest_qp_num " + std::to_string(dest) +
                                                 " names no QP of this process (the front end connects QPs of one "
-                                                "process only)",
-                    "", "ibv_modify_qp");
+                                                "process only)");
     }
     qp.queue.connect(it->second->queue.address());
 }

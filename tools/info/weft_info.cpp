@@ -56,7 +56,7 @@ struct EnvVar {
 constexpr EnvVar environment[] = {
     {"WEFT_BACKEND", "libweft",
      "the config weft::open() uses when given none (default \"sim\"); errors it causes say \"(from "
-     "WEFT_BACKEND=...)\""},
+     "WEFT_BACKEND=...)\"; the libibverbs front end opens it and names its device after the backend"},
     {"WEFT_PLUGIN_PATH", "libweft",
      "':'-separated directories searched for libweft-<name>.so before libweft's own directory and its "
      "weft/ subdirectory"},
