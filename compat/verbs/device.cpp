@@ -89,6 +89,13 @@ int query_port(ibv_context* c, std::uint8_t port, ibv_port_attr* out, size_t len
     });
 }
 
+// text[value], or "unknown" for a value outside the table (the enum-to-string helpers).
+template <std::size_t N, class Enum>
+const char* text_of(const std::array<const char*, N>& text, Enum value) noexcept {
+    const auto i = static_cast<long long>(value);
+    return i >= 0 && static_cast<std::size_t>(i) < N ? text[static_cast<std::size_t>(i)] : "unknown";
+}
+
 int errno_of(const Error& e) noexcept {
     if (e.code().category() != error_category()) return e.code().value();  // errno or libfabric's FI_E*
     switch (static_cast<Errc>(e.code().value())) {
@@ -255,20 +262,20 @@ const char* ibv_wc_status_str(ibv_wc_status status) {
         "remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
         "local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
         "invalid EE context state", "fatal error", "response timeout error", "general error"};
-    return status >= 0 && static_cast<std::size_t>(status) < text.size() ? text[status] : "unknown";
+    return text_of(text, status);
 }
 
 const char* ibv_node_type_str(ibv_node_type type) {
     static constexpr std::array<const char*, IBV_NODE_USNIC_UDP + 1> text{
         "unknown", "InfiniBand channel adapter", "InfiniBand switch", "InfiniBand router", "iWARP NIC",
         "usNIC", "usNIC UDP"};
-    return type >= 0 && static_cast<std::size_t>(type) < text.size() ? text[type] : "unknown";
+    return text_of(text, type);
 }
 
 const char* ibv_port_state_str(ibv_port_state state) {
     static constexpr std::array<const char*, IBV_PORT_ACTIVE_DEFER + 1> text{
         "no state change (NOP)", "down", "init", "armed", "active", "active defer"};
-    return state >= 0 && static_cast<std::size_t>(state) < text.size() ? text[state] : "unknown";
+    return text_of(text, state);
 }
 
 const char* ibv_event_type_str(ibv_event_type event) {
@@ -278,7 +285,7 @@ const char* ibv_event_type_str(ibv_event_type event) {
         "path migrated", "path migration request error", "local catastrophic error", "port active",
         "port error", "LID change", "P_Key change", "SM change", "SRQ catastrophic error", "SRQ limit reached",
         "last WQE reached", "client reregistration", "GID table change"};
-    return event >= 0 && static_cast<std::size_t>(event) < text.size() ? text[event] : "unknown";
+    return text_of(text, event);
 }
 
 }  // extern "C"

@@ -156,6 +156,12 @@ int main(int argc, char **argv) {
     CHECK(!ibv_create_srq(pd, &srq) && errno == EOPNOTSUPP, "SRQ: errno %d", errno);
     errno = 0;
     CHECK(!ibv_create_comp_channel(ctx) && errno == EOPNOTSUPP, "completion channel: errno %d", errno);
+    /* verbs.h's inline _ex functions: no extended CQ; the extended device query falls back to the plain one. */
+    struct ibv_cq_init_attr_ex cq_ex = {.cqe = 4};
+    errno = 0;
+    CHECK(!ibv_create_cq_ex(ctx, &cq_ex) && errno == EOPNOTSUPP, "ibv_create_cq_ex: errno %d", errno);
+    struct ibv_device_attr_ex dev_ex;
+    CHECK(ibv_query_device_ex(ctx, NULL, &dev_ex) == 0 && dev_ex.orig_attr.phys_port_cnt == 1, "ibv_query_device_ex");
 
     struct ibv_qp *qp_a = create_rc(pd, cq_a);
     struct ibv_qp *qp_b = create_rc(pd, cq_b);
