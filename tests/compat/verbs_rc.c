@@ -6,7 +6,9 @@
  * and a compare-and-swap; then the refusals: wrong modify masks, other QP types, objects in use and a
  * write with a bad rkey.
  *
- *   usage: weft-verbs-rc EXPECTED_DEVICE      (exits 0 when every check passed)
+ * With --two-contexts, B's QP, CQ, PD and region belong to a second context of the same device.
+ *
+ *   usage: weft-verbs-rc EXPECTED_DEVICE [--two-contexts]      (exits 0 when every check passed)
  */
 #include <infiniband/verbs.h>
 
@@ -108,7 +110,9 @@ static struct ibv_qp *create_rc(struct ibv_pd *pd, struct ibv_cq *cq) {
 }
 
 int main(int argc, char **argv) {
-    CHECK(argc == 2, "usage: %s EXPECTED_DEVICE", argv[0]);
+    CHECK(argc == 2 || (argc == 3 && strcmp(argv[2], "--two-contexts") == 0),
+          "usage: %s EXPECTED_DEVICE [--two-contexts]", argv[0]);
+    const int two_contexts = argc == 3;
 
     /* The device: the front end's, not the system library's. */
     int num = 0;
@@ -133,15 +137,18 @@ int main(int argc, char **argv) {
     CHECK(ibv_query_pkey(ctx, port, 0, &pkey) == 0 && pkey == 0xffff, "pkey");
     printf("port 1: %s, lid %u, active mtu %d\n", ibv_port_state_str(pa.state), pa.lid, pa.active_mtu);
 
+    struct ibv_context *ctx_b = two_contexts ? ibv_open_device(list[0]) : ctx;
+    CHECK(ctx_b, "second ibv_open_device: %s", strerror(errno));
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
-    CHECK(pd, "ibv_alloc_pd");
+    struct ibv_pd *pd_b = two_contexts ? ibv_alloc_pd(ctx_b) : pd;
+    CHECK(pd && pd_b, "ibv_alloc_pd");
     struct ibv_cq *cq_a = ibv_create_cq(ctx, 64, NULL, NULL, 0);
-    struct ibv_cq *cq_b = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+    struct ibv_cq *cq_b = ibv_create_cq(ctx_b, 64, NULL, NULL, 0);
     CHECK(cq_a && cq_b, "ibv_create_cq: %s", strerror(errno));
     const int rights = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                        IBV_ACCESS_REMOTE_ATOMIC;
     struct ibv_mr *mr_a = ibv_reg_mr(pd, buf_a, buffer_size, rights);
-    struct ibv_mr *mr_b = ibv_reg_mr(pd, buf_b, buffer_size, rights);
+    struct ibv_mr *mr_b = ibv_reg_mr(pd_b, buf_b, buffer_size, rights);
     CHECK(mr_a && mr_b, "ibv_reg_mr: %s", strerror(errno));
     errno = 0;
     CHECK(!ibv_reg_mr(pd, buf_a, 64, IBV_ACCESS_REMOTE_WRITE) && errno == EINVAL, "remote write without local write");
@@ -164,7 +171,7 @@ int main(int argc, char **argv) {
     CHECK(ibv_query_device_ex(ctx, NULL, &dev_ex) == 0 && dev_ex.orig_attr.phys_port_cnt == 1, "ibv_query_device_ex");
 
     struct ibv_qp *qp_a = create_rc(pd, cq_a);
-    struct ibv_qp *qp_b = create_rc(pd, cq_b);
+    struct ibv_qp *qp_b = create_rc(pd_b, cq_b);
     printf("QPs %u and %u\n", qp_a->qp_num, qp_b->qp_num);
 
     /* The state machine with rdma-core's mask checks: a required attribute missing, an attribute the
@@ -314,8 +321,8 @@ int main(int argc, char **argv) {
     CHECK(ibv_destroy_qp(qp_a) == 0 && ibv_destroy_qp(qp_b) == 0, "ibv_destroy_qp");
     CHECK(ibv_dereg_mr(mr_a) == 0 && ibv_dereg_mr(mr_b) == 0, "ibv_dereg_mr");
     CHECK(ibv_destroy_cq(cq_a) == 0 && ibv_destroy_cq(cq_b) == 0, "ibv_destroy_cq");
-    CHECK(ibv_dealloc_pd(pd) == 0, "ibv_dealloc_pd");
-    CHECK(ibv_close_device(ctx) == 0, "ibv_close_device");
+    CHECK(ibv_dealloc_pd(pd) == 0 && (!two_contexts || ibv_dealloc_pd(pd_b) == 0), "ibv_dealloc_pd");
+    CHECK(ibv_close_device(ctx) == 0 && (!two_contexts || ibv_close_device(ctx_b) == 0), "ibv_close_device");
     ibv_free_device_list(list);
     printf("ok\n");
     return 0;
