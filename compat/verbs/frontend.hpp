@@ -13,14 +13,14 @@
 
 namespace weft::compat {
 
-/// An opened device: rdma-core's extended context (abi_compat = __VERBS_ABI_IS_EXTENDED, so verbs.h's
-/// inline functions find query_port) over one weft Domain.
+// An opened device: rdma-core's extended context (abi_compat = __VERBS_ABI_IS_EXTENDED, so verbs.h's
+// inline functions find query_port) over one weft Domain.
 struct Context : verbs_context {
     Domain domain;
 };
 
-/// `users` counts the regions and QPs made with it: a PD or CQ in use is not destroyed (EBUSY, as in
-/// rdma-core, where the kernel refuses).
+// `users` counts the regions and QPs made with it: a PD or CQ in use is not destroyed (EBUSY, as in
+// rdma-core, where the kernel refuses).
 struct Pd : ibv_pd {
     std::atomic<int> users{0};
 };
@@ -34,8 +34,8 @@ struct Cq : ibv_cq {
     std::atomic<int> users{0};
 };
 
-/// An RC queue pair. The weft QP is created with it (so receives can be posted from INIT on) and
-/// connected at RTR; `attr` keeps what ibv_modify_qp was given, for ibv_query_qp.
+// An RC queue pair. The weft QP is created with it (so receives can be posted from INIT on) and
+// connected at RTR; `attr` keeps what ibv_modify_qp was given, for ibv_query_qp.
 struct Qp : ibv_qp {
     QueuePair queue;
     ibv_qp_attr attr{};
@@ -45,14 +45,14 @@ struct Qp : ibv_qp {
 
 inline Context& context_of(ibv_context* c) noexcept { return static_cast<Context&>(*verbs_get_ctx(c)); }
 
-/// The operations verbs.h's inline functions call through ibv_context::ops (datapath.cpp).
+// The operations verbs.h's inline functions call through ibv_context::ops (datapath.cpp).
 void install_ops(ibv_context_ops& ops) noexcept;
 
-/// The errno value for the exception being handled (weft::Error, bad_alloc, ...); logs it under `call`.
-/// Call only inside a catch block.
+// The errno value for the exception being handled (weft::Error, bad_alloc, ...); logs it under `call`.
+// Call only inside a catch block.
 int current_errno(const char* call) noexcept;
 
-/// Runs `f` (returning an errno value, 0 on success) and turns an exception into its errno value.
+// Runs `f` (returning an errno value, 0 on success) and turns an exception into its errno value.
 template <class F>
 int guarded(const char* call, F&& f) noexcept {
     try {
@@ -62,7 +62,7 @@ int guarded(const char* call, F&& f) noexcept {
     }
 }
 
-/// Runs `f` (returning a pointer); on an exception sets errno and returns null.
+// Runs `f` (returning a pointer); on an exception sets errno and returns null.
 template <class F>
 auto guarded_ptr(const char* call, F&& f) noexcept -> decltype(f()) {
     try {
@@ -73,7 +73,7 @@ auto guarded_ptr(const char* call, F&& f) noexcept -> decltype(f()) {
     }
 }
 
-/// Sets errno to `err` and returns null: the failure of a verb that returns a pointer.
+// Sets errno to `err` and returns null: the failure of a verb that returns a pointer.
 inline std::nullptr_t fail(int err) noexcept {
     errno = err;
     return nullptr;
