@@ -1,6 +1,8 @@
 // The libibverbs front end's objects: each verbs object is the rdma-core struct a program sees, extended
-// with the weft handle behind it. A program's pointer (ibv_cq*, ibv_qp*, ...) is cast back to ours with
-// static_cast, since ours derives from it; nothing but this library creates them.
+// with the weft handle behind it. A program's pointer (ibv_pd*, ibv_mr*, ...) is cast back to ours with
+// static_cast, since ours derives from it; CQs and QPs derive from the extended structs (ibv_cq_ex,
+// ibv_qp_ex), which begin with the plain ones, and cq_of/qp_of convert. Nothing but this library creates
+// them.
 #pragma once
 
 #include <infiniband/verbs.h>
