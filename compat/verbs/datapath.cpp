@@ -25,9 +25,6 @@ static_assert(static_cast<int>(WcStatus::remote_access) == IBV_WC_REM_ACCESS_ERR
 static_assert(static_cast<int>(WcStatus::rnr_retry_exceeded) == IBV_WC_RNR_RETRY_EXC_ERR);
 static_assert(static_cast<int>(WcStatus::general) == IBV_WC_GENERAL_ERR && wc_status_count == IBV_WC_GENERAL_ERR + 1);
 
-// The errno value ibv_post_send/ibv_post_recv return for a refused batch.
-int errno_of(const PostStatus& st) noexcept { return st.code() == PostStatus::Code::queue_full ? ENOMEM : EINVAL; }
-
 // A batch being built: weft requests, the verbs requests they came from, and the segments of those with
 // more than one.
 template <class Request, class Wr>
@@ -54,7 +51,7 @@ struct Batch {
 };
 
 // Fills `r` from `wr`; EINVAL for what weft has no request for (memory windows, invalidation, TSO, ...).
-int to_request(const ibv_send_wr& wr, bool sig_all, SendRequest& r) noexcept {
+int to_request(const ibv_send_wr& wr, const Qp& qp, SendRequest& r) noexcept {
     r.id = wr.wr_id;
     switch (wr.opcode) {
         case IBV_WR_SEND: r.opcode = Opcode::send; break;
@@ -76,17 +73,11 @@ int to_request(const ibv_send_wr& wr, bool sig_all, SendRequest& r) noexcept {
         r.remote_addr = wr.wr.rdma.remote_addr;
         r.rkey = wr.wr.rdma.rkey;
     }
-    const unsigned f = wr.send_flags;
-    if (f & ~unsigned{IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE}) return EINVAL;
-    r.flags = SendFlags::none;
-    if (sig_all || (f & IBV_SEND_SIGNALED)) r.flags = r.flags | SendFlags::signaled;
-    if (f & IBV_SEND_FENCE) r.flags = r.flags | SendFlags::fence;
-    if (f & IBV_SEND_SOLICITED) r.flags = r.flags | SendFlags::solicited;
-    if (f & IBV_SEND_INLINE) r.flags = r.flags | SendFlags::inline_data;
-    return 0;
+    check_peer_access(qp, r);
+    return to_send_flags(wr.send_flags, qp.sq_sig_all, r.flags);
 }
 
-int to_request(const ibv_recv_wr& wr, bool, RecvRequest& r) noexcept {
+int to_request(const ibv_recv_wr& wr, const Qp&, RecvRequest& r) noexcept {
     r.id = wr.wr_id;
     return 0;
 }
@@ -108,7 +99,7 @@ int post_chain(Qp& qp, Wr* wr, Wr** bad) noexcept {
                 err = EINVAL;
                 break;
             }
-            if ((err = to_request(*wr, qp.sq_sig_all, r)) != 0) break;
+            if ((err = to_request(*wr, qp, r)) != 0) break;
             if (!b.add_segments(r, *wr)) break;  // the next batch takes it
             b.sources[b.size++] = wr;
         }
@@ -128,8 +119,8 @@ int post_chain(Qp& qp, Wr* wr, Wr** bad) noexcept {
 }
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
-    auto& qp = static_cast<Qp&>(*ibqp);
-    if (qp.state != IBV_QPS_RTS) {
+    Qp& qp = qp_of(ibqp);
+    if (qp.qp_base.state != IBV_QPS_RTS) {
         *bad = wr;
         return EINVAL;
     }
@@ -137,12 +128,26 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-    auto& qp = static_cast<Qp&>(*ibqp);
-    if (qp.state == IBV_QPS_RESET) {
+    Qp& qp = qp_of(ibqp);
+    if (qp.qp_base.state == IBV_QPS_RESET) {
         *bad = wr;
         return EINVAL;
     }
     return post_chain<RecvRequest>(qp, wr, bad);
+}
+
+}  // namespace
+
+int errno_of(const PostStatus& st) noexcept { return st.code() == PostStatus::Code::queue_full ? ENOMEM : EINVAL; }
+
+int to_send_flags(unsigned f, bool sig_all, SendFlags& out) noexcept {
+    if (f & ~unsigned{IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE}) return EINVAL;
+    out = SendFlags::none;
+    if (sig_all || (f & IBV_SEND_SIGNALED)) out = out | SendFlags::signaled;
+    if (f & IBV_SEND_FENCE) out = out | SendFlags::fence;
+    if (f & IBV_SEND_SOLICITED) out = out | SendFlags::solicited;
+    if (f & IBV_SEND_INLINE) out = out | SendFlags::inline_data;
+    return 0;
 }
 
 ibv_wc_opcode to_wc_opcode(Opcode op) noexcept {
@@ -160,13 +165,15 @@ ibv_wc_opcode to_wc_opcode(Opcode op) noexcept {
     return IBV_WC_SEND;
 }
 
+namespace {
+
 int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) {
-    auto& cq = static_cast<Cq&>(*ibcq);
+    Cq& cq = cq_of(ibcq);
     std::array<Completion, poll_max> buf;
     int done = 0;
     while (done < num) {
         const std::size_t want = std::min<std::size_t>(poll_max, static_cast<std::size_t>(num - done));
-        auto got = cq.queue.poll(std::span(buf.data(), want));
+        auto got = take(cq, std::span(buf.data(), want));
         for (const Completion& c : got) {
             ibv_wc& w = wc[done++];
             w = {};
@@ -186,9 +193,8 @@ int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) {
     return done;
 }
 
-// Arming is allowed on a CQ without a completion channel, and has no effect there; the front end has no
-// channels yet.
-int req_notify_cq(ibv_cq*, int) { return 0; }
+// Arms the CQ's completion channel (channel.cpp); no effect on a CQ without one.
+int req_notify_cq(ibv_cq* cq, int) { return arm(cq_of(cq)); }
 
 // What the front end does not have: memory windows and shared receive queues.
 ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) { return fail(EOPNOTSUPP); }

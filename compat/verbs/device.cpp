@@ -8,6 +8,8 @@
 #include <weft/version.hpp>
 
 #include <endian.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -25,6 +27,8 @@ namespace {
 
 // "weft" in the upper bytes, the device number in the lowest.
 constexpr std::uint64_t node_guid = 0x7765667400000001ull;
+// No IEEE OUI of its own: the value software devices report (Soft-RoCE's RXE_VENDOR_ID).
+constexpr std::uint32_t vendor_id = 0xffffff;
 // Counts weft does not limit; reported so that programs sizing their pools from them get sane values.
 constexpr int max_objects = 1 << 16;
 constexpr int max_rd_atomic = 16;
@@ -126,6 +130,19 @@ int current_errno(const char* call) noexcept {
     }
 }
 
+// ibv_query_device's attributes; the extended ones are those of a device without any of the optional
+// features (no ODP, TSO, RSS, timestamps, device memory...), and one port.
+int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input, ibv_device_attr_ex* out,
+                    size_t attr_size) {
+    if ((input && input->comp_mask) || attr_size < sizeof(ibv_device_attr)) return EINVAL;
+    ibv_device_attr_ex a{};
+    if (int err = ibv_query_device(c, &a.orig_attr)) return err;
+    a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+    a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
+    std::memcpy(out, &a, std::min(attr_size, sizeof a));
+    return 0;
+}
+
 }  // namespace weft::compat
 
 using namespace weft::compat;
@@ -166,13 +183,28 @@ ibv_context* ibv_open_device(ibv_device* dev) {
     try {
         auto ctx = std::make_unique<Context>();
         ctx->domain = weft::open();
+        ctx->refusing = ctx->domain.register_memory(ctx->refused_bytes.data(), ctx->refused_bytes.size(),
+                                                    weft::Access::none);
         ctx->sz = sizeof(verbs_context);
         ctx->query_port = query_port;
+        ctx->query_device_ex = query_device_ex;
+        ctx->create_cq_ex = create_cq_ex;
+        ctx->create_qp_ex = create_qp_ex;
         ibv_context& c = ctx->context;
         c.device = dev;
         install_ops(c.ops);
-        c.cmd_fd = -1;
-        c.async_fd = -1;
+        // Descriptors of their own, for programs that poll or dup them, although no kernel command goes
+        // through the first (ibv_import_device refuses a dup of it) and no asynchronous event comes on the
+        // second: eventfds never written.
+        c.cmd_fd = ::eventfd(0, EFD_CLOEXEC);
+        c.async_fd = ::eventfd(0, EFD_CLOEXEC);
+        if (c.cmd_fd < 0 || c.async_fd < 0) {
+            const int err = errno;
+            for (int fd : {c.cmd_fd, c.async_fd}) {
+                if (fd >= 0) ::close(fd);
+            }
+            return fail(err);
+        }
         c.num_comp_vectors = 1;
         pthread_mutex_init(&c.mutex, nullptr);
         c.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -184,6 +216,8 @@ ibv_context* ibv_open_device(ibv_device* dev) {
 }
 
 int ibv_close_device(ibv_context* c) {
+    ::close(c->cmd_fd);
+    ::close(c->async_fd);
     pthread_mutex_destroy(&c->mutex);
     delete &context_of(c);
     return 0;
@@ -197,6 +231,7 @@ int ibv_query_device(ibv_context* c, ibv_device_attr* out) {
                       caps.device.c_str());
         a.node_guid = htobe64(node_guid);
         a.sys_image_guid = a.node_guid;
+        a.vendor_id = vendor_id;
         a.max_mr_size = caps.max_mr_size;
         a.page_size_cap = 4096;
         a.max_qp = max_objects;
@@ -234,6 +269,28 @@ int ibv_query_gid(ibv_context*, std::uint8_t port, int index, ibv_gid* gid) {
     gid->global.subnet_prefix = htobe64(0xfe80000000000000ull);
     gid->global.interface_id = htobe64(node_guid);
     return 0;
+}
+
+// The GID table of the one port: one InfiniBand GID, the one ibv_query_gid gives. `entry_size` is the
+// program's sizeof(struct ibv_gid_entry), which may be smaller or larger than ours.
+int _ibv_query_gid_ex(ibv_context* c, std::uint32_t port, std::uint32_t index, ibv_gid_entry* entry,
+                      std::uint32_t flags, size_t entry_size) {
+    if (flags || port != 1 || index != 0) return EINVAL;
+    ibv_gid_entry e{};
+    if (ibv_query_gid(c, 1, 0, &e.gid)) return errno;
+    e.gid_index = 0;
+    e.port_num = 1;
+    e.gid_type = IBV_GID_TYPE_IB;
+    std::memset(entry, 0, entry_size);
+    std::memcpy(entry, &e, std::min(entry_size, sizeof e));
+    return 0;
+}
+
+ssize_t _ibv_query_gid_table(ibv_context* c, ibv_gid_entry* entries, size_t max_entries, std::uint32_t flags,
+                             size_t entry_size) {
+    if (flags || max_entries < 1) return -EINVAL;
+    if (int err = _ibv_query_gid_ex(c, 1, 0, entries, 0, entry_size)) return -err;
+    return 1;
 }
 
 int ibv_query_pkey(ibv_context*, std::uint8_t port, int index, __be16* pkey) {

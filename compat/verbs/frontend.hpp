@@ -1,15 +1,23 @@
 // The libibverbs front end's objects: each verbs object is the rdma-core struct a program sees, extended
-// with the weft handle behind it. A program's pointer (ibv_cq*, ibv_qp*, ...) is cast back to ours with
-// static_cast, since ours derives from it; nothing but this library creates them.
+// with the weft handle behind it. A program's pointer (ibv_pd*, ibv_mr*, ...) is cast back to ours with
+// static_cast, since ours derives from it; CQs and QPs derive from the extended structs (ibv_cq_ex,
+// ibv_qp_ex), which begin with the plain ones, and cq_of/qp_of convert. Nothing but this library creates
+// them.
 #pragma once
 
 #include <infiniband/verbs.h>
 
 #include <weft/domain.hpp>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
 
 namespace weft::compat {
 
@@ -17,6 +25,11 @@ namespace weft::compat {
 // inline functions find query_port) over one weft Domain.
 struct Context : verbs_context {
     Domain domain;
+    // A region without remote rights. A write, read or atomic that the peer QP's access flags forbid is
+    // aimed at the peer context's one, so that it completes with IBV_WC_REM_ACCESS_ERR and the QP goes to
+    // error, as when a responder refuses it: weft QPs have no access flags of their own.
+    std::array<std::byte, 8> refused_bytes{};
+    MemoryRegion refusing;
 };
 
 // `users` counts the regions and QPs made with it: a PD or CQ in use is not destroyed (EBUSY, as in
@@ -29,24 +42,118 @@ struct Mr : ibv_mr {
     MemoryRegion region;
 };
 
-struct Cq : ibv_cq {
-    CompletionQueue queue;
-    std::atomic<int> users{0};
+struct Cq;
+
+// A completion channel: `fd` is an epoll descriptor holding the weft descriptor (CompletionQueue::fd) of
+// each armed CQ of the channel, so that it is readable when ibv_get_cq_event may find an event.
+struct Channel : ibv_comp_channel {
+    std::mutex mu;
+    std::vector<Cq*> cqs;  // the CQs created with this channel
 };
 
-// An RC queue pair. The weft QP is created with it (so receives can be posted from INIT on) and
-// connected at RTR; `attr` keeps what ibv_modify_qp was given, for ibv_query_qp.
-struct Qp : ibv_qp {
+// A CQ is rdma-core's extended CQ for every CQ, as in rdma-core's verbs_cq: ibv_cq is its prefix, so an
+// ibv_cq* converts back (cq_of). The _ex function pointers are set for CQs from ibv_create_cq_ex.
+struct Cq : ibv_cq_ex {
+    CompletionQueue queue;
+    std::atomic<int> users{0};
+    // Completion events (CQs of a channel only): armed by ibv_req_notify_cq, disarmed by the event. The
+    // completions ibv_get_cq_event polled to find one wait in `pending` and are polled before the queue's.
+    Channel* events = nullptr;
+    int event_fd = -1;            // the queue's fd(), in events->fd while armed
+    bool armed = false;           // under events->mu
+    std::mutex pending_mu;
+    std::deque<Completion> pending;
+    // Extended polling: the completion between start_poll and end_poll, and the lock held meanwhile.
+    Completion current{};
+    std::mutex poll_mu;
+    std::atomic<bool> polling{false};
+};
+
+inline Cq& cq_of(ibv_cq* cq) noexcept { return static_cast<Cq&>(*reinterpret_cast<ibv_cq_ex*>(cq)); }
+inline Cq& cq_of(ibv_cq_ex* cq) noexcept { return static_cast<Cq&>(*cq); }
+inline ibv_cq* base_of(Cq& cq) noexcept { return ibv_cq_ex_to_cq(&cq); }
+
+// The requests of an extended QP between ibv_wr_start and ibv_wr_complete (qp_ex.cpp). The storage is
+// reserved when the QP is created, for max_send requests, so that building them never allocates.
+struct WrBatch {
+    std::mutex mu;  // held from ibv_wr_start to ibv_wr_complete / ibv_wr_abort, as providers lock the SQ
+    std::vector<SendRequest> requests;
+    std::vector<LocalSegment> gather;  // segments of requests with more than one
+    std::vector<std::byte> inline_bytes;  // inline payloads, copied when set
+    std::size_t inline_used = 0;
+    SendRequest* current = nullptr;  // the request the setters fill: the last one, or `scratch`
+    SendRequest scratch;             // takes the requests that do not fit or are refused
+    int error = 0;  // the first builder error; ibv_wr_complete returns it and posts nothing
+};
+
+// An RC queue pair, rdma-core's extended QP for every QP (ibv_qp is its prefix, so an ibv_qp* converts
+// back with qp_of). The weft QP is created with it (so receives can be posted from INIT on) and connected
+// at RTR; `attr` keeps what ibv_modify_qp was given, for ibv_query_qp. QPs created with send_ops_flags
+// have the work-request builders (ibv_qp_to_qp_ex returns them).
+struct Qp : ibv_qp_ex {
     QueuePair queue;
     ibv_qp_attr attr{};
     ibv_qp_cap cap{};
     bool sq_sig_all = false;
+    bool extended = false;
+    WrBatch batch;
+    // This QP's qp_access_flags, shared with the QP connected to it, which checks its remote requests
+    // against them (check_peer_access); the peer's, and where the peer refuses requests.
+    std::shared_ptr<std::atomic<unsigned>> access = std::make_shared<std::atomic<unsigned>>(0u);
+    std::shared_ptr<const std::atomic<unsigned>> peer_access;
+    RemoteRegion peer_refusing;
 };
+
+inline Qp& qp_of(ibv_qp* qp) noexcept { return static_cast<Qp&>(*reinterpret_cast<ibv_qp_ex*>(qp)); }
+inline Qp& qp_of(ibv_qp_ex* qp) noexcept { return static_cast<Qp&>(*qp); }
+
+// Aims a write, read or atomic that the peer QP's access flags forbid at the peer's refusing region.
+inline void check_peer_access(const Qp& qp, SendRequest& r) noexcept {
+    unsigned need = 0;
+    switch (r.opcode) {
+        case Opcode::write:
+        case Opcode::write_with_imm: need = IBV_ACCESS_REMOTE_WRITE; break;
+        case Opcode::read: need = IBV_ACCESS_REMOTE_READ; break;
+        case Opcode::compare_swap:
+        case Opcode::fetch_add: need = IBV_ACCESS_REMOTE_ATOMIC; break;
+        default: return;
+    }
+    if (qp.peer_access && !(qp.peer_access->load(std::memory_order_relaxed) & need)) {
+        r.remote_addr = qp.peer_refusing.addr();
+        r.rkey = qp.peer_refusing.rkey();
+    }
+}
 
 inline Context& context_of(ibv_context* c) noexcept { return static_cast<Context&>(*verbs_get_ctx(c)); }
 
 // The operations verbs.h's inline functions call through ibv_context::ops (datapath.cpp).
 void install_ops(ibv_context_ops& ops) noexcept;
+
+// The verbs_context operations of the extended verbs: ibv_create_cq_ex, ibv_create_qp_ex (objects.cpp),
+// ibv_query_device_ex (device.cpp).
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                    size_t attr_size);
+
+// Sets the ibv_cq_ex polling functions of an extended CQ (cq_ex.cpp).
+void install_cq_ex_ops(Cq& cq) noexcept;
+// Sets the work-request builders of an extended QP and reserves their storage (qp_ex.cpp).
+void install_qp_ex_ops(Qp& qp);
+// The verbs opcode of a completion (datapath.cpp).
+ibv_wc_opcode to_wc_opcode(Opcode op) noexcept;
+// weft's flags for ibv_send_flags `f` (with sq_sig_all); EINVAL for flags weft has none for (datapath.cpp).
+int to_send_flags(unsigned f, bool sig_all, SendFlags& out) noexcept;
+// The errno value ibv_post_send / ibv_wr_complete return for a refused batch (datapath.cpp).
+int errno_of(const PostStatus& st) noexcept;
+
+// Fills a prefix of `out` with the CQ's completions: first those a completion event left pending, then
+// the queue's (channel.cpp).
+std::span<Completion> take(Cq& cq, std::span<Completion> out) noexcept;
+// The CQ's part in its channel: joining it at creation (makes the weft descriptor), arming, leaving it.
+void join_channel(Cq& cq, Channel& channel);
+int arm(Cq& cq) noexcept;
+void leave_channel(Cq& cq) noexcept;
 
 // The errno value for the exception being handled (weft::Error, bad_alloc, ...); logs it under `call`.
 // Call only inside a catch block.

@@ -161,11 +161,14 @@ void connect(Qp& qp, std::uint32_t dest) {
                                                 " names no QP of this process (the front end connects QPs of one "
                                                 "process only)");
     }
-    qp.queue.connect(it->second->queue.address());
+    Qp& peer = *it->second;
+    qp.queue.connect(peer.queue.address());
+    qp.peer_access = peer.access;
+    qp.peer_refusing = context_of(peer.qp_base.context).refusing.remote();
 }
 
 int modify(Qp& qp, const ibv_qp_attr& a, int mask) {
-    const ibv_qp_state cur = qp.state;
+    const ibv_qp_state cur = qp.qp_base.state;
     if ((mask & IBV_QP_CUR_STATE) && a.cur_qp_state != cur) return EINVAL;
     const ibv_qp_state next = (mask & IBV_QP_STATE) ? a.qp_state : cur;
     auto t = rc_transition(cur, next);
@@ -179,11 +182,120 @@ int modify(Qp& qp, const ibv_qp_attr& a, int mask) {
     }
     if (next == IBV_QPS_RTR) connect(qp, a.dest_qp_num);
     record(qp.attr, a, mask);
-    qp.state = next;
+    if (mask & IBV_QP_ACCESS_FLAGS) qp.access->store(a.qp_access_flags, std::memory_order_relaxed);
+    qp.qp_base.state = next;
     return 0;
 }
 
+// A CQ of at least `cqe` entries, with the extended polling functions when `extended`. The callers have
+// checked the arguments verbs defines.
+Cq* new_cq(ibv_context* c, std::uint32_t cqe, void* cq_context, ibv_comp_channel* channel, bool extended) {
+    auto cq = std::make_unique<Cq>();
+    cq->queue = context_of(c).domain.create_cq({.depth = cqe, .thread_safe = true});
+    cq->context = c;
+    cq->cq_context = cq_context;
+    cq->cqe = static_cast<int>(std::min<std::uint32_t>(cq->queue.depth(), INT32_MAX));
+    if (extended) install_cq_ex_ops(*cq);
+    if (channel) join_channel(*cq, static_cast<Channel&>(*channel));  // last: nothing throws after it
+    pthread_mutex_init(&cq->mutex, nullptr);
+    pthread_cond_init(&cq->cond, nullptr);
+    return cq.release();
+}
+
+// An RC QP from the ibv_qp_init_attr part of the arguments (ibv_qp_init_attr_ex begins with it), with
+// the work-request builders when `extended`. `init.cap` is set to what the QP got.
+ibv_qp* new_qp(ibv_pd* ibpd, ibv_qp_init_attr& init, bool extended) {
+    if (init.qp_type != IBV_QPT_RC || init.srq) return fail(EOPNOTSUPP);
+    if (!init.send_cq || !init.recv_cq || init.send_cq->context != ibpd->context ||
+        init.recv_cq->context != ibpd->context) {
+        return fail(EINVAL);
+    }
+    return guarded_ptr("ibv_create_qp", [&]() -> ibv_qp* {
+        auto& pd = static_cast<Pd&>(*ibpd);
+        Cq& send_cq = cq_of(init.send_cq);
+        Cq& recv_cq = cq_of(init.recv_cq);
+        const ibv_qp_cap& want = init.cap;
+        auto qp = std::make_unique<Qp>();
+        qp->queue = context_of(pd.context).domain.create_qp({
+            .send_cq = send_cq.queue,
+            .recv_cq = recv_cq.queue,
+            .max_send = want.max_send_wr,
+            .max_recv = want.max_recv_wr,
+            .max_sge = std::max({want.max_send_sge, want.max_recv_sge, 1u}),
+            .max_inline = want.max_inline_data,
+            .thread_safe = true,  // verbs QPs take posts from any number of threads
+        });
+        const weft::QpCaps& got = qp->queue.caps();
+        qp->cap = {got.max_send, got.max_recv, got.max_sge, got.max_sge, got.max_inline};
+        if (extended) install_qp_ex_ops(*qp);
+        qp->extended = extended;
+        init.cap = qp->cap;
+        ibv_qp& q = qp->qp_base;
+        q.context = pd.context;
+        q.qp_context = init.qp_context;
+        q.pd = &pd;
+        q.send_cq = init.send_cq;
+        q.recv_cq = init.recv_cq;
+        q.qp_num = qp->queue.qp_num();
+        q.handle = q.qp_num;
+        q.state = IBV_QPS_RESET;
+        q.qp_type = IBV_QPT_RC;
+        qp->sq_sig_all = init.sq_sig_all != 0;
+        {
+            QpTable& table = qp_table();
+            std::lock_guard lock(table.mu);
+            table.by_num[q.qp_num] = qp.get();
+        }
+        pthread_mutex_init(&q.mutex, nullptr);
+        pthread_cond_init(&q.cond, nullptr);
+        ++pd.users;
+        ++send_cq.users;
+        ++recv_cq.users;
+        return &qp.release()->qp_base;
+    });
+}
+
 }  // namespace
+
+// Extended CQs take the standard completion fields only: no timestamps, VLAN, flow tag or tag matching
+// (EOPNOTSUPP), and no parent domain.
+ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr) {
+    constexpr std::uint32_t known_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
+    if (attr->comp_mask & ~known_mask) return fail(EINVAL);
+    if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) return fail(EOPNOTSUPP);
+    // Single-threaded use is a hint; ignoring overruns is not there.
+    if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && (attr->flags & ~std::uint32_t{IBV_CREATE_CQ_ATTR_SINGLE_THREADED})) {
+        return fail(EOPNOTSUPP);
+    }
+    if (attr->wc_flags & ~std::uint64_t{IBV_WC_STANDARD_FLAGS}) return fail(EOPNOTSUPP);
+    if (attr->cqe < 1 || attr->comp_vector >= static_cast<std::uint32_t>(c->num_comp_vectors)) return fail(EINVAL);
+    return guarded_ptr("ibv_create_cq_ex", [&]() -> ibv_cq_ex* {
+        return new_cq(c, attr->cqe, attr->cq_context, attr->channel, true);
+    });
+}
+
+// Extended QPs: RC with a PD, no creation flags and no TSO; with send_ops_flags, the work-request
+// builders for the opcodes weft has.
+ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* attr) {
+    constexpr std::uint32_t known_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                                         IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
+                                         IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    constexpr std::uint64_t send_ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                                       IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+                                       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    const std::uint32_t mask = attr->comp_mask;
+    if (mask & ~known_mask) return fail(EINVAL);
+    if (!(mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) return fail(EOPNOTSUPP);  // XRC
+    if (attr->pd->context != c) return fail(EINVAL);
+    if ((mask & (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH)) ||
+        ((mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags) ||
+        ((mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) && attr->max_tso_header) ||
+        ((mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (attr->send_ops_flags & ~send_ops))) {
+        return fail(EOPNOTSUPP);
+    }
+    return new_qp(attr->pd, *reinterpret_cast<ibv_qp_init_attr*>(attr), (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0);
+}
+
 }  // namespace weft::compat
 
 using namespace weft::compat;
@@ -226,110 +338,64 @@ int ibv_dereg_mr(ibv_mr* ibmr) {
     return 0;
 }
 
-// Completion channels are not there yet (ibv_create_comp_channel fails), so `channel` is always null.
 ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
-    if (channel) return fail(EOPNOTSUPP);
     if (cqe < 1 || comp_vector < 0 || comp_vector >= c->num_comp_vectors) return fail(EINVAL);
     return guarded_ptr("ibv_create_cq", [&]() -> ibv_cq* {
-        auto cq = std::make_unique<Cq>();
-        cq->queue = context_of(c).domain.create_cq({.depth = static_cast<std::uint32_t>(cqe), .thread_safe = true});
-        cq->context = c;
-        cq->cq_context = cq_context;
-        cq->cqe = static_cast<int>(std::min<std::uint32_t>(cq->queue.depth(), INT32_MAX));
-        pthread_mutex_init(&cq->mutex, nullptr);
-        pthread_cond_init(&cq->cond, nullptr);
-        return cq.release();
+        return base_of(*new_cq(c, static_cast<std::uint32_t>(cqe), cq_context, channel, false));
     });
 }
 
 int ibv_destroy_cq(ibv_cq* ibcq) {
-    auto* cq = static_cast<Cq*>(ibcq);
+    Cq* cq = &cq_of(ibcq);
     if (cq->users > 0) return EBUSY;
+    leave_channel(*cq);
     pthread_cond_destroy(&cq->cond);
     pthread_mutex_destroy(&cq->mutex);
     delete cq;
     return 0;
 }
 
-ibv_qp* ibv_create_qp(ibv_pd* ibpd, ibv_qp_init_attr* init) {
-    if (init->qp_type != IBV_QPT_RC || init->srq) return fail(EOPNOTSUPP);
-    if (!init->send_cq || !init->recv_cq || init->send_cq->context != ibpd->context ||
-        init->recv_cq->context != ibpd->context) {
-        return fail(EINVAL);
-    }
-    return guarded_ptr("ibv_create_qp", [&]() -> ibv_qp* {
-        auto& pd = static_cast<Pd&>(*ibpd);
-        auto& send_cq = static_cast<Cq&>(*init->send_cq);
-        auto& recv_cq = static_cast<Cq&>(*init->recv_cq);
-        const ibv_qp_cap& want = init->cap;
-        auto qp = std::make_unique<Qp>();
-        qp->queue = context_of(pd.context).domain.create_qp({
-            .send_cq = send_cq.queue,
-            .recv_cq = recv_cq.queue,
-            .max_send = want.max_send_wr,
-            .max_recv = want.max_recv_wr,
-            .max_sge = std::max({want.max_send_sge, want.max_recv_sge, 1u}),
-            .max_inline = want.max_inline_data,
-            .thread_safe = true,  // verbs QPs take posts from any number of threads
-        });
-        const weft::QpCaps& got = qp->queue.caps();
-        qp->cap = {got.max_send, got.max_recv, got.max_sge, got.max_sge, got.max_inline};
-        init->cap = qp->cap;
-        qp->context = pd.context;
-        qp->qp_context = init->qp_context;
-        qp->pd = &pd;
-        qp->send_cq = &send_cq;
-        qp->recv_cq = &recv_cq;
-        qp->qp_num = qp->queue.qp_num();
-        qp->handle = qp->qp_num;
-        qp->state = IBV_QPS_RESET;
-        qp->qp_type = IBV_QPT_RC;
-        qp->sq_sig_all = init->sq_sig_all != 0;
-        pthread_mutex_init(&qp->mutex, nullptr);
-        pthread_cond_init(&qp->cond, nullptr);
-        {
-            QpTable& table = qp_table();
-            std::lock_guard lock(table.mu);
-            table.by_num[qp->qp_num] = qp.get();
-        }
-        ++pd.users;
-        ++send_cq.users;
-        ++recv_cq.users;
-        return qp.release();
-    });
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) { return new_qp(pd, *init, false); }
+
+// The work-request builders of a QP created with send_ops_flags; null for others, as in rdma-core.
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* ibqp) {
+    Qp& qp = qp_of(ibqp);
+    if (!qp.extended) return fail(EOPNOTSUPP);
+    return &qp;
 }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
-    return guarded("ibv_modify_qp", [&] { return modify(static_cast<Qp&>(*qp), *attr, mask); });
+    return guarded("ibv_modify_qp", [&] { return modify(qp_of(qp), *attr, mask); });
 }
 
 int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
-    const auto& qp = static_cast<const Qp&>(*ibqp);
+    const Qp& qp = qp_of(ibqp);
+    const ibv_qp& q = qp.qp_base;
     *attr = qp.attr;
-    attr->qp_state = attr->cur_qp_state = qp.state;
+    attr->qp_state = attr->cur_qp_state = q.state;
     attr->cap = qp.cap;
     *init = {};
-    init->qp_context = qp.qp_context;
-    init->send_cq = qp.send_cq;
-    init->recv_cq = qp.recv_cq;
+    init->qp_context = q.qp_context;
+    init->send_cq = q.send_cq;
+    init->recv_cq = q.recv_cq;
     init->cap = qp.cap;
-    init->qp_type = qp.qp_type;
+    init->qp_type = q.qp_type;
     init->sq_sig_all = qp.sq_sig_all;
     return 0;
 }
 
 int ibv_destroy_qp(ibv_qp* ibqp) {
-    auto* qp = static_cast<Qp*>(ibqp);
+    Qp* qp = &qp_of(ibqp);
     {
         QpTable& table = qp_table();
         std::lock_guard lock(table.mu);
-        table.by_num.erase(qp->qp_num);
+        table.by_num.erase(ibqp->qp_num);
     }
-    --static_cast<Pd*>(qp->pd)->users;
-    --static_cast<Cq*>(qp->send_cq)->users;
-    --static_cast<Cq*>(qp->recv_cq)->users;
-    pthread_cond_destroy(&qp->cond);
-    pthread_mutex_destroy(&qp->mutex);
+    --static_cast<Pd*>(ibqp->pd)->users;
+    --cq_of(ibqp->send_cq).users;
+    --cq_of(ibqp->recv_cq).users;
+    pthread_cond_destroy(&ibqp->cond);
+    pthread_mutex_destroy(&ibqp->mutex);
     delete qp;
     return 0;
 }

@@ -79,11 +79,7 @@ int ibv_rate_to_mbps(ibv_rate rate) {
 }
 ibv_rate mbps_to_ibv_rate(int mbps) { return mbps % 2500 ? IBV_RATE_MAX : mult_to_ibv_rate(mbps / 2500); }
 
-// Completion channels and asynchronous events.
-ibv_comp_channel* ibv_create_comp_channel(ibv_context*) { return fail(not_supported); }
-int ibv_destroy_comp_channel(ibv_comp_channel*) { return not_supported; }
-int ibv_get_cq_event(ibv_comp_channel*, ibv_cq**, void**) { return fail_minus_one(); }
-void ibv_ack_cq_events(ibv_cq*, unsigned) {}
+// Asynchronous events.
 int ibv_get_async_event(ibv_context*, ibv_async_event*) { return fail_minus_one(); }
 void ibv_ack_async_event(ibv_async_event*) {}
 int ibv_resize_cq(ibv_cq*, int) { return not_supported; }
@@ -102,7 +98,11 @@ int ibv_query_srq(ibv_srq*, ibv_srq_attr*) { return not_supported; }
 int ibv_destroy_srq(ibv_srq*) { return not_supported; }
 
 // Memory: re-registration, dma-buf, sharing objects between processes.
-int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) { return not_supported; }
+// Returns rdma-core's IBV_REREG_MR_ERR_INPUT with errno, as rdma-core does for a provider without rereg.
+int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
+    errno = not_supported;
+    return IBV_REREG_MR_ERR_INPUT;
+}
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, std::uint64_t, size_t, std::uint64_t, int, int) { return fail(not_supported); }
 ibv_context* ibv_import_device(int) { return fail(not_supported); }
 ibv_pd* ibv_import_pd(ibv_context*, std::uint32_t) { return fail(not_supported); }
@@ -112,14 +112,9 @@ void ibv_unimport_pd(ibv_pd*) {}
 void ibv_unimport_mr(ibv_mr*) {}
 void ibv_unimport_dm(ibv_dm*) {}
 
-// Extended QP and GID interfaces.
-ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) { return fail(not_supported); }
+// Enhanced connection establishment, data-in-order query.
 int ibv_query_ece(ibv_qp*, ibv_ece*) { return not_supported; }
 int ibv_set_ece(ibv_qp*, ibv_ece*) { return not_supported; }
 int ibv_query_qp_data_in_order(ibv_qp*, ibv_wr_opcode, std::uint32_t) { return 0; }  // no guarantee given
-int _ibv_query_gid_ex(ibv_context*, std::uint32_t, std::uint32_t, ibv_gid_entry*, std::uint32_t, size_t) {
-    return not_supported;
-}
-ssize_t _ibv_query_gid_table(ibv_context*, ibv_gid_entry*, size_t, std::uint32_t, size_t) { return -not_supported; }
 
 }  // extern "C"

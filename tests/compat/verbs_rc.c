@@ -161,14 +161,22 @@ int main(int argc, char **argv) {
     struct ibv_srq_init_attr srq = {.attr = {.max_wr = 1, .max_sge = 1}};
     errno = 0;
     CHECK(!ibv_create_srq(pd, &srq) && errno == EOPNOTSUPP, "SRQ: errno %d", errno);
+    /* verbs.h's inline _ex functions reach the front end's verbs_context operations: an extended CQ
+     * with a completion timestamp and an extended UD QP are refused; the extended device query answers. */
+    struct ibv_cq_init_attr_ex cq_ex = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
     errno = 0;
-    CHECK(!ibv_create_comp_channel(ctx) && errno == EOPNOTSUPP, "completion channel: errno %d", errno);
-    /* verbs.h's inline _ex functions: no extended CQ; the extended device query falls back to the plain one. */
-    struct ibv_cq_init_attr_ex cq_ex = {.cqe = 4};
+    CHECK(!ibv_create_cq_ex(ctx, &cq_ex) && errno == EOPNOTSUPP, "ibv_create_cq_ex with a timestamp: errno %d", errno);
+    struct ibv_qp_init_attr_ex ud_ex = {.send_cq = cq_a, .recv_cq = cq_a, .qp_type = IBV_QPT_UD, .pd = pd,
+                                        .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+                                        .send_ops_flags = IBV_QP_EX_WITH_SEND,
+                                        .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
+                                                .max_recv_sge = 1}};
     errno = 0;
-    CHECK(!ibv_create_cq_ex(ctx, &cq_ex) && errno == EOPNOTSUPP, "ibv_create_cq_ex: errno %d", errno);
+    CHECK(!ibv_create_qp_ex(ctx, &ud_ex) && errno == EOPNOTSUPP, "extended UD QP: errno %d", errno);
     struct ibv_device_attr_ex dev_ex;
-    CHECK(ibv_query_device_ex(ctx, NULL, &dev_ex) == 0 && dev_ex.orig_attr.phys_port_cnt == 1, "ibv_query_device_ex");
+    CHECK(ibv_query_device_ex(ctx, NULL, &dev_ex) == 0 && dev_ex.orig_attr.phys_port_cnt == 1 &&
+              dev_ex.phys_port_cnt_ex == 1 && dev_ex.orig_attr.vendor_id != 0,
+          "ibv_query_device_ex");
 
     struct ibv_qp *qp_a = create_rc(pd, cq_a);
     struct ibv_qp *qp_b = create_rc(pd_b, cq_b);
@@ -304,6 +312,7 @@ int main(int argc, char **argv) {
 
     /* Objects in use are not destroyed. */
     CHECK(ibv_dealloc_pd(pd) == EBUSY, "dealloc_pd with QPs and regions");
+    CHECK(!ibv_qp_to_qp_ex(qp_a), "a QP created without send_ops_flags has no work-request builders");
     CHECK(ibv_destroy_cq(cq_a) == EBUSY, "destroy_cq with a QP");
     struct ibv_send_wr local_inv = {.wr_id = 8, .opcode = IBV_WR_LOCAL_INV};
     CHECK(ibv_post_send(qp_a, &local_inv, &bad) == EINVAL && bad == &local_inv, "IBV_WR_LOCAL_INV");

@@ -182,7 +182,7 @@ endforeach()
 
 file(GLOB_RECURSE scripts LIST_DIRECTORIES false ${SOURCE_DIR}/tools/*.sh ${SOURCE_DIR}/tools/test
      ${SOURCE_DIR}/tools/demo ${SOURCE_DIR}/tools/softroce/run-in-guest ${SOURCE_DIR}/examples/*.sh
-     ${SOURCE_DIR}/bench/*.sh)
+     ${SOURCE_DIR}/bench/*.sh ${SOURCE_DIR}/tests/*.sh)
 set(read_by_scripts "")
 foreach(f IN LISTS scripts)
   file(STRINGS ${f} hits REGEX "\\$\\{?WEFT_[A-Z0-9_]+")

@@ -88,6 +88,8 @@ constexpr EnvVar environment[] = {
     {"WEFT_CONFORMANCE_LISTEN", "weft-conformance", "the host:port the listener cases bind"},
     {"WEFT_CONFORMANCE_RECORD", "weft-conformance",
      "a file to write the completion streams and buffers to, for the differential test"},
+    {"WEFT_PYVERBS_TESTS", "tests/compat (compat.pyverbs)",
+     "rdma-core's pyverbs test suite (its tests/ directory) to run on the libibverbs front end"},
 };
 
 // ---- text output ----

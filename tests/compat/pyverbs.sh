@@ -1,0 +1,54 @@
+#!/bin/sh
+# Runs rdma-core's own pyverbs test suite (rdma-core 44's tests/, kept outside the project) on the front
+# end, on the simulator, in one process, and fails if any test fails or errors, or if fewer than MIN_OK
+# tests pass (so that a front end whose device vanished, which makes every test skip, fails too).
+# Prints the suite's verbose output and a table per module. Skips, saying why, when python3-pyverbs or
+# the suite is absent.
+#   usage: pyverbs.sh FRONT_END_LIBRARY_DIR DEFAULT_SUITE_DIR MIN_OK
+#   $WEFT_PYVERBS_TESTS: the suite's directory (the one holding run_tests.py), instead of DEFAULT_SUITE_DIR
+set -u
+libdir=$1
+suite=${WEFT_PYVERBS_TESTS:-$2}
+min_ok=$3
+python=/usr/bin/python3  # Debian's, where python3-pyverbs installs pyverbs
+
+if [ ! -f "$suite/run_tests.py" ]; then
+    echo "SKIP: no pyverbs test suite at $suite (set WEFT_PYVERBS_TESTS to rdma-core's tests/ directory)"
+    exit 0
+fi
+if [ ! -x "$python" ] || ! "$python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("pyverbs") is None)'; then
+    echo "SKIP: $python has no pyverbs (apt-get install python3-pyverbs)"
+    exit 0
+fi
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+# The suite writes nothing but its own output: no bytecode next to it (it may be read-only).
+LD_LIBRARY_PATH=$libdir WEFT_BACKEND=sim PYTHONDONTWRITEBYTECODE=1 \
+    "$python" "$suite/run_tests.py" -v --dev weft_sim0 >"$out" 2>&1
+status=$?
+cat "$out"
+
+# One row per module: the module is named in the line that opens each test ("name (tests.module.Class.name)"),
+# its result ends the line of the test or of its docstring (" ... ok"), or stands on a line of its own
+# when the test printed something after the " ... ".
+echo
+printf '%-28s %5s %8s %7s\n' module ok skipped failed
+awk '
+    match($0, /\(tests\.test_[a-z0-9_]+\./) { module = substr($0, RSTART + 7, RLENGTH - 8); seen[module] = 1 }
+    /(^| \.\.\. )ok$/ { ok[module]++ }
+    /(^| \.\.\. )skipped / { skipped[module]++ }
+    /(^| \.\.\. )(FAIL|ERROR)$/ { failed[module]++ }
+    END { for (m in seen) printf "%-28s %5d %8d %7d\n", m, ok[m], skipped[m], failed[m] }' "$out" | sort |
+    awk '{ print; ok += $2; skipped += $3; failed += $4 } END { printf "%-28s %5d %8d %7d\n", "all", ok, skipped, failed }'
+
+passed=$(grep -Ec '(^| \.\.\. )ok$' "$out")
+if ! grep -Eq '^OK( \(|$)' "$out" || grep -Eq '^(FAIL|ERROR):' "$out"; then
+    echo "FAIL: the suite reports failures or errors (exit status $status)"
+    exit 1
+fi
+if [ "$passed" -lt "$min_ok" ]; then
+    echo "FAIL: $passed tests passed, fewer than the $min_ok expected"
+    exit 1
+fi
+echo "$passed tests passed (at least $min_ok expected), none failed"
