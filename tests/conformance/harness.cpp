@@ -87,6 +87,14 @@ boost::unit_test::precondition needs(Feature f) {
     });
 }
 
+boost::unit_test::precondition only_if(bool (*holds)(), const char* reason) {
+    return boost::unit_test::precondition([holds, reason](boost::unit_test::test_unit_id) {
+        boost::test_tools::assertion_result r(holds());
+        if (!r) r.message() << "backend '" << backend_config() << "': " << reason;
+        return r;
+    });
+}
+
 WcStatus expected(WcStatus spec, std::initializer_list<Deviation> deviations) {
     for (const auto& d : deviations) {
         if (d.profile == backend_caps().profile) return d.status;
@@ -126,7 +134,9 @@ void Side::allocate(std::size_t bytes) {
     buf = storage.bytes();
 }
 
-Pair::Pair(QpOptions options, Access access) {
+Pair::Pair(QpOptions options, Access access) : Pair(unconnected, options, access) { connect(); }
+
+Pair::Pair(Unconnected, QpOptions options, Access access) {
     for (Side* s : {&a, &b}) {
         s->domain = s == &b ? open_side_b() : open(backend_config());
         s->cq = s->domain.create_cq({.depth = 1024});
@@ -137,6 +147,10 @@ Pair::Pair(QpOptions options, Access access) {
         s->allocate(buffer_size);
         s->mr = s->domain.register_memory(s->buf, access);
     }
+    current_pair = this;
+}
+
+void Pair::connect() {
     auto addr_a = a.qp.address();
     auto addr_b = b.qp.address();
     a.qp.connect(addr_b);
@@ -157,7 +171,6 @@ Pair::Pair(QpOptions options, Access access) {
             std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
     }
-    current_pair = this;
 }
 
 Pair::~Pair() {

@@ -36,6 +36,10 @@ const Capabilities& backend_caps();
 /// A precondition decorator: the case is skipped, with the feature named, when the backend lacks it.
 boost::unit_test::precondition needs(Feature f);
 
+/// A precondition decorator: the case is skipped, with `reason` (a string literal), unless `holds()` is true
+/// for the backend under test.
+boost::unit_test::precondition only_if(bool (*holds)(), const char* reason);
+
 /// A documented difference of one stack from the specification: where the specification says a status,
 /// the stack named by `profile` reports `status`.
 struct Deviation {
@@ -92,12 +96,21 @@ struct Side {
     bool holds(std::size_t off, std::size_t len, std::uint8_t seed) const;
 };
 
+/// Asks Pair for two QPs that are not connected yet.
+struct Unconnected {};
+inline constexpr Unconnected unconnected{};
+
 /// Two connected QPs, `a` (usually the requester) and `b`, each on its own domain.
 struct Pair {
     static constexpr std::size_t buffer_size = 64 * 1024;
 
     explicit Pair(QpOptions options = {}, Access access = all_access);
+    /// Both sides set up as above, their QPs still in init; connect() connects them.
+    Pair(Unconnected, QpOptions options = {}, Access access = all_access);
     ~Pair();
+
+    /// Connects a to b and b to a, and waits (two processes) until both are ready to send.
+    void connect();
     Pair(const Pair&) = delete;
     Pair& operator=(const Pair&) = delete;
 
