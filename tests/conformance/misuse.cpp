@@ -405,9 +405,14 @@ BOOST_AUTO_TEST_CASE(releasing_a_region_that_posted_work_uses_is_reported_by_the
                                       "only the simulator checks it")) {
     Pair p;
     weft::sim::Fabric::of(p.a.domain).clear_misuse();
-    auto src = p.a.memory(8192);
+    // 1 MiB: still in flight after the longest pause of the program between two calls (program_ns), at
+    // every bandwidth the suite runs the simulator with.
+    constexpr std::size_t size = 1 << 20;
+    auto src = p.a.memory(size);
     auto src_mr = p.a.domain.register_memory(src.bytes(), Access::local_write);
-    BOOST_REQUIRE(p.a.qp.post_send({write(42, src_mr.slice(0, 8192), p.b.remote(0, 8192))}));
+    auto dst = p.b.memory(size);
+    auto dst_mr = p.b.domain.register_memory(dst.bytes(), Access::remote_write);
+    BOOST_REQUIRE(p.a.qp.post_send({write(42, src_mr.segment(), dst_mr.remote())}));
     src_mr = MemoryRegion();
     BOOST_TEST(sim_reported(p.a.domain, "deregistered while posted work still uses it"));
     auto c = next(p.a.cq);
