@@ -32,7 +32,10 @@ void keep_local_sides_moving() {
     }
 }
 
+int unrecorded_scopes = 0;  // Unrecorded objects alive
+
 std::ofstream* recorder() {
+    if (unrecorded_scopes > 0) return nullptr;
     static std::ofstream* out = [] () -> std::ofstream* {
         const char* path = std::getenv("WEFT_CONFORMANCE_RECORD");
         if (!path || !*path) return nullptr;
@@ -112,6 +115,10 @@ bool Side::holds(std::size_t off, std::size_t len, std::uint8_t seed) const {
     }
     return true;
 }
+
+Unrecorded::Unrecorded() { ++unrecorded_scopes; }
+
+Unrecorded::~Unrecorded() { --unrecorded_scopes; }
 
 Domain open_side_b() { return peer::active() ? peer::open(backend_config()) : open(backend_config()); }
 

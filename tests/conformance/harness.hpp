@@ -123,6 +123,16 @@ struct Pair {
 /// (tests/CMakeLists.txt: the differential check of sim:profile=rxe against a real rxe device).
 void record(const CompletionQueue& cq, const Completion& c);
 
+/// While one is alive nothing is recorded for $WEFT_CONFORMANCE_RECORD. For cases that run on the simulator
+/// but are skipped on the stack whose recording is compared with it (declare it before the Pair).
+class Unrecorded {
+public:
+    Unrecorded();
+    ~Unrecorded();
+    Unrecorded(const Unrecorded&) = delete;
+    Unrecorded& operator=(const Unrecorded&) = delete;
+};
+
 /// Polls `cq` until one completion arrives or the deadline passes (then fails the test).
 Completion next(CompletionQueue& cq);
 /// Polls `cq` for up to `attempts` polls (sim) or `patience` (real backends); nullopt when nothing came.

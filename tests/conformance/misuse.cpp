@@ -343,7 +343,10 @@ BOOST_AUTO_TEST_CASE(a_receive_outside_its_region_completes_local_protection_and
     const auto rest = memory.bytes().subspan(4096);
     BOOST_TEST(std::all_of(rest.begin(), rest.end(), [](std::byte b) { return b == std::byte{0}; }));
     BOOST_TEST(p.b.qp.state() == QpState::error);
-    (void)weft::test::maybe_next(p.a.cq);  // the send's outcome differs by stack; it must not crash
+    // The send's outcome differs by stack and is not asserted (nor recorded for the differential check).
+    Completion wc[1];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    while (p.a.cq.poll(wc).empty() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
 }
 
 // ---- Objects released while in use
@@ -403,6 +406,7 @@ BOOST_AUTO_TEST_CASE(destroying_a_qp_with_receives_posted_leaves_its_cq_usable) 
 BOOST_AUTO_TEST_CASE(releasing_a_region_that_posted_work_uses_is_reported_by_the_simulator,
                      *only_if(is_sim, "undefined by contract (the device or provider may still read the region); "
                                       "only the simulator checks it")) {
+    const weft::test::Unrecorded unrecorded;  // skipped on verbs: kept out of the differential check
     Pair p;
     weft::sim::Fabric::of(p.a.domain).clear_misuse();
     // 1 MiB: still in flight after the longest pause of the program between two calls (program_ns), at
@@ -425,6 +429,7 @@ BOOST_AUTO_TEST_CASE(releasing_a_region_that_posted_work_uses_is_reported_by_the
 BOOST_AUTO_TEST_CASE(destroying_a_qp_with_sends_in_flight_is_reported_by_the_simulator,
                      *only_if(is_sim, "undefined by contract (the peer may or may not execute the requests); only "
                                       "the simulator checks it")) {
+    const weft::test::Unrecorded unrecorded;  // skipped on verbs: kept out of the differential check
     Pair p;
     weft::sim::Fabric::of(p.a.domain).clear_misuse();
     BOOST_REQUIRE(p.a.qp.post_send({write(1, p.a.seg(0, 8), p.b.remote(0, 8))}));
@@ -442,6 +447,7 @@ BOOST_AUTO_TEST_CASE(cq_overrun_loses_no_completion_silently,
                      *only_if(is_not_verbs, "gap: the verbs backend does not read the device's async events "
                                             "(IBV_EVENT_CQ_ERR); rxe drops the completion that does not fit and "
                                             "leaves the QP ready, so completions are lost silently")) {
+    const weft::test::Unrecorded unrecorded;  // skipped on verbs: kept out of the differential check
     Pair p(weft::test::unconnected);
     p.a.qp = QueuePair();
     p.a.cq = p.a.domain.create_cq({.depth = 8});
@@ -517,6 +523,7 @@ BOOST_AUTO_TEST_CASE(registering_null_empty_or_unmapped_memory_throws_naming_the
 BOOST_AUTO_TEST_CASE(posting_from_two_threads_without_thread_safe_is_reported_by_the_simulator,
                      *only_if(is_sim, "a data race, undefined by contract; only the simulator detects it (QpOptions::"
                                       "thread_safe makes it legal)")) {
+    const weft::test::Unrecorded unrecorded;  // skipped on verbs: kept out of the differential check
     Pair p;
     weft::sim::Fabric::of(p.a.domain).clear_misuse();
     // A request the QP refuses (inline over max_inline): the call is made, nothing is queued.
