@@ -140,14 +140,14 @@ WorkQueue* QueueTable::find(std::uint64_t wr_id) const noexcept {
 namespace {
 
 // The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a message
-// may be, a 32-bit rkey, no flag that needs a look): checked and built into `wr` (whose num_sge is already 1)
+// may be, a 32-bit rkey of a verbs region, no flag that needs a look): checked and built into `wr` (whose num_sge is already 1)
 // and its slot. False, with nothing of the queue's state changed, for any other request.
 [[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
                                                 std::uint64_t wr_id, ibv_send_wr& wr, WorkQueue::Slot& slot) noexcept {
     const FastOp op = ops[static_cast<std::uint8_t>(r.opcode)];
     const unsigned flags = static_cast<std::uint8_t>(r.flags);
     if (((flags | 0x100u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr || r.num_sge != 1 ||
-        r.sge.length > max_length) [[unlikely]] {
+        r.sge.length > max_length || !remote_backend_matches(r, BackendKind::verbs)) [[unlikely]] {
         return false;
     }
     wr.wr_id = wr_id;

@@ -45,6 +45,10 @@ PostStatus validate_send_batch(std::span<const SendRequest> batch, const QpCaps&
         if (r.num_sge > 1 && r.sg_list == nullptr) {
             return PostStatus::invalid(i, "num_sge > 1 needs sg_list");
         }
+        if (!remote_backend_matches(r, domain_caps.kind)) {
+            return PostStatus::invalid(i, "the remote region was registered by another backend; its key means "
+                                          "nothing to this one");
+        }
         const bool inl = has(r.flags, SendFlags::inline_data);
         if (inl) {
             if (r.opcode == Opcode::read || is_atomic(r.opcode)) {

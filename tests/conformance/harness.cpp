@@ -32,7 +32,10 @@ void keep_local_sides_moving() {
     }
 }
 
+int unrecorded_scopes = 0;  // Unrecorded objects alive
+
 std::ofstream* recorder() {
+    if (unrecorded_scopes > 0) return nullptr;
     static std::ofstream* out = [] () -> std::ofstream* {
         const char* path = std::getenv("WEFT_CONFORMANCE_RECORD");
         if (!path || !*path) return nullptr;
@@ -87,6 +90,14 @@ boost::unit_test::precondition needs(Feature f) {
     });
 }
 
+boost::unit_test::precondition only_if(bool (*holds)(), const char* reason) {
+    return boost::unit_test::precondition([holds, reason](boost::unit_test::test_unit_id) {
+        boost::test_tools::assertion_result r(holds());
+        if (!r) r.message() << "backend '" << backend_config() << "': " << reason;
+        return r;
+    });
+}
+
 WcStatus expected(WcStatus spec, std::initializer_list<Deviation> deviations) {
     for (const auto& d : deviations) {
         if (d.profile == backend_caps().profile) return d.status;
@@ -104,6 +115,10 @@ bool Side::holds(std::size_t off, std::size_t len, std::uint8_t seed) const {
     }
     return true;
 }
+
+Unrecorded::Unrecorded() { ++unrecorded_scopes; }
+
+Unrecorded::~Unrecorded() { --unrecorded_scopes; }
 
 Domain open_side_b() { return peer::active() ? peer::open(backend_config()) : open(backend_config()); }
 
@@ -126,7 +141,9 @@ void Side::allocate(std::size_t bytes) {
     buf = storage.bytes();
 }
 
-Pair::Pair(QpOptions options, Access access) {
+Pair::Pair(QpOptions options, Access access) : Pair(unconnected, options, access) { connect(); }
+
+Pair::Pair(Unconnected, QpOptions options, Access access) {
     for (Side* s : {&a, &b}) {
         s->domain = s == &b ? open_side_b() : open(backend_config());
         s->cq = s->domain.create_cq({.depth = 1024});
@@ -137,6 +154,10 @@ Pair::Pair(QpOptions options, Access access) {
         s->allocate(buffer_size);
         s->mr = s->domain.register_memory(s->buf, access);
     }
+    current_pair = this;
+}
+
+void Pair::connect() {
     auto addr_a = a.qp.address();
     auto addr_b = b.qp.address();
     a.qp.connect(addr_b);
@@ -157,7 +178,6 @@ Pair::Pair(QpOptions options, Access access) {
             std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
     }
-    current_pair = this;
 }
 
 Pair::~Pair() {

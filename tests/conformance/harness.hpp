@@ -36,6 +36,10 @@ const Capabilities& backend_caps();
 /// A precondition decorator: the case is skipped, with the feature named, when the backend lacks it.
 boost::unit_test::precondition needs(Feature f);
 
+/// A precondition decorator: the case is skipped, with `reason` (a string literal), unless `holds()` is true
+/// for the backend under test.
+boost::unit_test::precondition only_if(bool (*holds)(), const char* reason);
+
 /// A documented difference of one stack from the specification: where the specification says a status,
 /// the stack named by `profile` reports `status`.
 struct Deviation {
@@ -92,12 +96,21 @@ struct Side {
     bool holds(std::size_t off, std::size_t len, std::uint8_t seed) const;
 };
 
+/// Asks Pair for two QPs that are not connected yet.
+struct Unconnected {};
+inline constexpr Unconnected unconnected{};
+
 /// Two connected QPs, `a` (usually the requester) and `b`, each on its own domain.
 struct Pair {
     static constexpr std::size_t buffer_size = 64 * 1024;
 
     explicit Pair(QpOptions options = {}, Access access = all_access);
+    /// Both sides set up as above, their QPs still in init; connect() connects them.
+    Pair(Unconnected, QpOptions options = {}, Access access = all_access);
     ~Pair();
+
+    /// Connects a to b and b to a, and waits (two processes) until both are ready to send.
+    void connect();
     Pair(const Pair&) = delete;
     Pair& operator=(const Pair&) = delete;
 
@@ -109,6 +122,16 @@ struct Pair {
 /// buffers at its end are appended there, one line each, so two backends' runs can be compared line by line
 /// (tests/CMakeLists.txt: the differential check of sim:profile=rxe against a real rxe device).
 void record(const CompletionQueue& cq, const Completion& c);
+
+/// While one is alive nothing is recorded for $WEFT_CONFORMANCE_RECORD. For cases that run on the simulator
+/// but are skipped on the stack whose recording is compared with it (declare it before the Pair).
+class Unrecorded {
+public:
+    Unrecorded();
+    ~Unrecorded();
+    Unrecorded(const Unrecorded&) = delete;
+    Unrecorded& operator=(const Unrecorded&) = delete;
+};
 
 /// Polls `cq` until one completion arrives or the deadline passes (then fails the test).
 Completion next(CompletionQueue& cq);

@@ -177,7 +177,7 @@ void put_error(Writer& w, const std::error_code& code, std::string_view message,
 
 void put_request(Writer& w, const SendRequest& r) {
     w.put(r.id).put(r.remote_addr).put(r.rkey).put(r.compare_add).put(r.swap).put(r.imm).put(r.opcode).put(r.flags);
-    w.put(r.num_sge).put(r.sge).put(r.sg_list != nullptr);
+    w.put(r.remote_backend).put(r.num_sge).put(r.sge).put(r.sg_list != nullptr);
     if (r.sg_list) {
         for (std::uint32_t i = 0; i < r.num_sge; ++i) w.put(r.sg_list[i]);
     }
@@ -212,6 +212,7 @@ SendRequest get_send(Reader& r, std::deque<std::vector<LocalSegment>>& lists) {
     req.imm = r.get<std::uint32_t>();
     req.opcode = r.get<Opcode>();
     req.flags = r.get<SendFlags>();
+    req.remote_backend = r.get<BackendKind>();
     get_segments(r, req, lists);
     return req;
 }

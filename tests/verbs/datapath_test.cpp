@@ -129,6 +129,10 @@ BOOST_AUTO_TEST_CASE(single_requests_and_single_completions) {
     const auto st = s.qp.post_send({weft::write(1, seg, weft::RemoteRegion(0, 8, 1ull << 40, weft::BackendKind::verbs))});
     BOOST_TEST((st.code() == weft::PostStatus::Code::invalid));
     BOOST_TEST(std::string(st.reason()).find("32 bits") != std::string::npos);
+    // So is a region of another backend, whose key may well fit in 32 bits.
+    const auto foreign = s.qp.post_send({weft::write(1, seg, weft::RemoteRegion(0, 8, 1, weft::BackendKind::sim))});
+    BOOST_TEST((foreign.code() == weft::PostStatus::Code::invalid));
+    BOOST_TEST(std::string(foreign.reason()).find("another backend") != std::string::npos);
     const std::array<weft::LocalSegment, 2> two{seg, seg};
     BOOST_REQUIRE(s.qp.post_send({weft::send(2, two)}));  // the general way, alone
     BOOST_REQUIRE(s.qp.post_send({weft::send(3, seg)}));

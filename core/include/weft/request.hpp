@@ -45,6 +45,10 @@ struct SendRequest {
     std::uint32_t imm = 0;             ///< immediate data, host byte order
     Opcode opcode = Opcode::send;      ///< what the request does
     SendFlags flags = SendFlags::signaled;  ///< signaled, fence, inline_data, solicited
+    /// The backend that registered the remote region (write, read, atomics): set by the builders from
+    /// RemoteRegion::backend(), so that a QP refuses another backend's region at post time
+    /// (PostStatus::invalid). Value-initialised (0, no backend) in a request built by hand: not checked.
+    BackendKind remote_backend{};
 
     /// The gather list: `sg_list` when set, else `sge` (num_sge of them).
     std::span<const LocalSegment> segments() const noexcept {
@@ -92,6 +96,9 @@ private:
         return r;
     }
 };
+
+// remote_backend sits in what was padding: the struct keeps its size and layout for plugins built before it.
+static_assert(sizeof(void*) != 8 || sizeof(SendRequest) == 88, "SendRequest grows by addition only");
 
 /// A read, fetch_add or compare_swap from its builder: a SendRequest without the flags that make no sense
 /// for a request whose data comes back. `weft::read(...).with_imm(1)` does not compile (a read cannot carry
@@ -156,6 +163,7 @@ constexpr SendRequest make(std::uint64_t id, Opcode op, const LocalSegment& loca
 constexpr SendRequest at(SendRequest r, const RemoteRegion& remote) noexcept {
     r.remote_addr = remote.addr();
     r.rkey = remote.rkey();
+    r.remote_backend = remote.backend();
     return r;
 }
 }  // namespace detail
@@ -246,6 +254,11 @@ constexpr bool is_request_opcode(Opcode op) noexcept { return op <= Opcode::comp
 constexpr bool is_atomic(Opcode op) noexcept { return op == Opcode::fetch_add || op == Opcode::compare_swap; }
 constexpr bool needs_remote(Opcode op) noexcept {
     return op == Opcode::write || op == Opcode::write_with_imm || op == Opcode::read || is_atomic(op);
+}
+/// Whether a QP of backend `kind` may take `r`: the remote region the builders recorded, if any, was
+/// registered by that backend.
+constexpr bool remote_backend_matches(const SendRequest& r, BackendKind kind) noexcept {
+    return r.remote_backend == BackendKind{} || r.remote_backend == kind;
 }
 constexpr bool consumes_receive(Opcode op) noexcept {
     return op == Opcode::send || op == Opcode::send_with_imm || op == Opcode::write_with_imm;
