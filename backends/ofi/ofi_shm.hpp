@@ -3,9 +3,9 @@
 //
 // shm (1.17) backs every endpoint with a POSIX shared-memory region named "<pid>:<uid>:<index>": the pid of
 // the process that called fi_getinfo (decimal), its real uid, and a per-process endpoint count. A process
-// that closes the endpoint, or that shm's own handlers see die (SIGINT, SIGTERM, SIGSEGV, SIGBUS, ...),
-// unlinks it; one ended by SIGKILL (or killed while the handlers are not installed) leaves the file, 16 MiB of
-// tmpfs with the default sizes, until the machine reboots. docs/backends/ofi.md, "shm leftovers".
+// that closes the endpoint, or that shm's own handlers see die (SIGINT, SIGTERM, SIGSEGV, SIGBUS), unlinks
+// it; one ended by another signal (SIGKILL, SIGABRT) leaves the file, 16 MiB of tmpfs (3.75 MiB written),
+// until it is removed or the machine reboots. docs/backends/ofi.md, "shm leftovers".
 #pragma once
 
 #include <sys/types.h>
