@@ -8,7 +8,6 @@
 #define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 
-#include <cstring>
 
 namespace weft::test {
 // shm_test.cpp; returns only when argv does not ask for the child mode.

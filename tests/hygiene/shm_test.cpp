@@ -19,14 +19,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
 #include <string>
-#include <thread>
 
 namespace weft::test {
 namespace {
