@@ -1,6 +1,9 @@
 // The ofi backend's domain: choosing an fi_info for the configured provider, deriving the Profile and
 // the Capabilities from it, and registering memory in whatever MR mode the provider returned.
 #include "ofi.hpp"
+#include "ofi_shm.hpp"
+
+#include <weft/log.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -208,6 +211,15 @@ std::uint64_t KeyMixer::permute(std::uint64_t in, unsigned half_bits) const noex
 
 OfiDomain::OfiDomain(const Config& cfg) {
     choose_info(cfg);
+    static constexpr std::string_view onoff[] = {"on", "off"};
+    const bool shm_cleanup = cfg.get_choice("shm_cleanup", "on", onoff) == "on";
+    if (profile_.provider == "shm" && shm_cleanup) {
+        // Regions of shm endpoints whose process was killed stay in /dev/shm for good (ofi_shm.hpp); each
+        // process that opens an shm domain removes those of this user's ended processes.
+        if (std::size_t n = remove_dead_shm_regions(); n != 0) {
+            WEFT_LOGF(ofi, info, "removed %zu shm region(s) of ended processes from /dev/shm", n);
+        }
+    }
     fid_fabric* fabric = nullptr;
     check(fi_fabric(info_->fabric_attr, &fabric, nullptr), "fi_fabric", "open", profile_.provider);
     fabric_.reset(fabric);

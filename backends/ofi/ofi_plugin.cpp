@@ -18,7 +18,7 @@ namespace weft::ofi {
 
 namespace {
 
-constexpr std::array<KeySpec, 7> ofi_keys{{
+constexpr std::array<KeySpec, 8> ofi_keys{{
     {"provider",
      "libfabric provider (fi_info -l): tcp, shm, sockets, verbs, tcp;ofi_rxm, verbs;ofi_rxm ...; default tcp"},
     {"ep_type", "msg or rdm; default msg where the provider offers FI_EP_MSG (tcp, verbs, sockets), rdm otherwise"},
@@ -33,6 +33,9 @@ constexpr std::array<KeySpec, 7> ofi_keys{{
     {"unchecked_rma",
      "off (default): writes, reads and atomics only where the provider checks the target's key, bounds and "
      "rights (tcp, sockets, verbs, rxm over them), refused at post elsewhere (shm); on: allow them anyway"},
+    {"shm_cleanup",
+     "shm: on (default): at open, remove the /dev/shm regions this user's shm endpoints left when their process "
+     "ended without closing them (SIGKILL), named <pid>:<uid>:<n> with no process <pid>; off: leave them"},
 }};
 
 std::string probe_ofi() {

@@ -60,6 +60,10 @@ Config Config::parse(std::string_view text) {
     if (trim(rest).empty()) return cfg;
 
     std::unordered_set<std::string_view> seen;  // views into `text`: duplicates found in linear time
+    // Sized once from the separators: no rehash, and no copy of the entries as they grow.
+    const auto items = static_cast<std::size_t>(std::count(rest.begin(), rest.end(), ',')) + 1;
+    seen.reserve(items);
+    cfg.entries_.reserve(items);
     while (true) {
         auto comma = rest.find(',');
         std::string_view item = rest.substr(0, comma);

@@ -15,10 +15,12 @@ namespace weft::sim {
 namespace detail {
 namespace {
 
+// Fabrics by name, while a domain holds them: a fabric's destructor removes its entry. Never destroyed, so
+// that a fabric outliving static destruction (held by a static or a detached thread) still finds it.
 std::mutex registry_mutex;
 std::map<std::string, std::weak_ptr<FabricState>, std::less<>>& registry() {
-    static std::map<std::string, std::weak_ptr<FabricState>, std::less<>> fabrics;
-    return fabrics;
+    static auto* fabrics = new std::map<std::string, std::weak_ptr<FabricState>, std::less<>>;
+    return *fabrics;
 }
 
 std::string describe(const Params& p) {
@@ -129,6 +131,13 @@ std::map<std::string, std::vector<std::uint8_t>, std::less<>>& explored() {
 }  // namespace
 
 FabricState::~FabricState() {
+    {
+        // The name is free again. The entry may already name a newer fabric of that name, opened after this
+        // one's last reference went: that one stays.
+        std::lock_guard lock(registry_mutex);
+        auto& fabrics = registry();
+        if (auto it = fabrics.find(params.name); it != fabrics.end() && it->second.expired()) fabrics.erase(it);
+    }
     if (chooser_) {
         std::lock_guard lock(explored_mutex);
         explored()[params.name] = std::move(chooser_->arity);
@@ -411,11 +420,14 @@ void FabricState::remove_qp(std::uint32_t qpn) noexcept {
 }
 
 std::shared_ptr<FabricState> attach_fabric(const Params& params) {
+    // Declared before the lock: when this is the last reference (the fabric's last domain closed meanwhile
+    // on another thread) the destructor runs after the lock is released, and takes it itself.
+    std::shared_ptr<FabricState> existing;
     std::lock_guard lock(registry_mutex);
     static std::uint64_t instances = 0;
     auto& fabrics = registry();
     if (auto it = fabrics.find(params.name); it != fabrics.end()) {
-        if (auto existing = it->second.lock()) {
+        if ((existing = it->second.lock())) {
             if (!(existing->params == params)) {
                 throw Error(Errc::invalid_config,
                             "fabric '" + params.name + "' is already open with " + describe(existing->params) +
