@@ -727,7 +727,8 @@ WcStatus SimQp::begin_message(SimQp& q, std::uint64_t msn) noexcept {
                                           " on QP " + std::to_string(qp_num) +
                                           " whose memory region was deregistered after the receive was posted");
                 }
-                emit_recv(ri, WcStatus::local_protection, Opcode::recv, 0, false, 0);
+                // rxe completes a receive whose scatter list fails its check as a QP operation error.
+                emit_recv(ri, rxe ? WcStatus::local_qp_operation : WcStatus::local_protection, Opcode::recv, 0, false, 0);
                 enter_error();
                 return WcStatus::remote_operation;
             }
@@ -795,7 +796,9 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         if (inbound_.checked != domain_->mr_epoch && check_segments(*domain_, dst, true) != segments_fine) {
             inbound_.active = false;
             ++inbound_.gen;
-            emit_recv(inbound_.rq, WcStatus::local_protection, Opcode::recv, 0, false, 0);
+            emit_recv(inbound_.rq,
+                      domain_->profile() == Profile::rxe ? WcStatus::local_qp_operation : WcStatus::local_protection,
+                      Opcode::recv, 0, false, 0);
             enter_error();
             send_ack(q->qp_num, msn, WcStatus::remote_operation, 0);
             return false;
