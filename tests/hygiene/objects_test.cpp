@@ -44,21 +44,25 @@ using namespace weft;
 using Clock = std::chrono::steady_clock;
 
 constexpr long bound_per_round = 40;  // bytes of RSS and of heap a round may leave behind, at most
-// RSS moves by pages, and the providers' pools (rxm's receive buffers: ~145 MB resident) move a few dozen of
-// them either way from one measure to the next: RSS gets this much more. 10,000 rounds with a 100-byte leak
-// per round still exceed 40 B x 10,000 + 128 KiB.
-constexpr long rss_slack = 128 * 1024;
+// RSS moves by pages, and the providers' pools move a few dozen of them either way from one measure to the
+// next: RSS gets this much more (Plan::rss_slack). 10,000 rounds with a 100-byte leak per round still exceed
+// 40 B x 10,000 + 128 KiB. On rxm RSS is not checked: its receive buffers (~145 MB resident) are unmapped and
+// mapped again as endpoints come and go, and RSS moved by 288 KiB, 17 MB and 160 MB over 400 rounds while
+// the heap grew under 4 KB; there the heap and the descriptors are the checks.
 constexpr int connect_every = 10;
 
 struct Plan {
     int rounds = 10'000;
     long known_leak_per_endpoint = 0;  // the provider's own, in bytes (see above)
+    long rss_slack = 128 * 1024;       // page-level noise allowed on RSS (see above)
+    bool check_rss = true;             // false where the provider's pools make RSS meaningless (rxm)
 };
 
 Plan plan_for(const std::string& config) {
     Plan p;
     if (config.find("ofi_rxm") != std::string::npos) {
         p.rounds = 400;
+        p.check_rss = false;
     } else if (config.find("provider=shm") != std::string::npos) {
         p.rounds = 600;
         p.known_leak_per_endpoint = 288;
@@ -158,10 +162,10 @@ BOOST_AUTO_TEST_CASE(created_and_destroyed_objects_give_back_descriptors_and_mem
                                    << after.fds << "; RSS " << before.rss_bytes / 1024 << " -> "
                                    << after.rss_bytes / 1024 << " KiB (" << rss_grown << " B); heap in use "
                                    << before.heap_bytes << " -> " << after.heap_bytes << " B (" << heap_grown
-                                   << " B); allowed " << allowed << " B (RSS: + " << rss_slack << " B)");
+                                   << " B); allowed " << allowed << " B (RSS: + " << plan.rss_slack << " B)");
     BOOST_TEST(after.fds == before.fds);
     if (!test::sanitized) {
-        BOOST_TEST(rss_grown < allowed + rss_slack);
+        if (plan.check_rss) BOOST_TEST(rss_grown < allowed + plan.rss_slack);
         BOOST_TEST(heap_grown < allowed);
     }
 }
