@@ -19,20 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            exit(1);                                                       \
-        }                                                                  \
-    } while (0)
-
-enum { buffer_size = 4096, port = 1 };
-
-static char buf_a[buffer_size] __attribute__((aligned(64)));
-static char buf_b[buffer_size] __attribute__((aligned(64)));
+#include "check.h"
 
 /* Polls `cq` until it returns one completion. */
 static struct ibv_wc poll_one(struct ibv_cq *cq) {
