@@ -224,7 +224,9 @@ public:
     std::unique_ptr<detail::QpImpl> create_qp(const detail::QpSetup& setup) override;
     // weft::listen / weft::connect over a TCP rendezvous (ofi_cm.cpp).
     std::unique_ptr<detail::ListenerImpl> listen(const detail::HostPort& where) override;
-    void connect_to(detail::QpImpl& qp, const detail::HostPort& where, std::chrono::milliseconds timeout) override;
+    std::vector<std::byte> connect_to(detail::QpImpl& qp, const detail::HostPort& where,
+                                      std::chrono::milliseconds timeout,
+                                      std::span<const std::byte> private_data) override;
 
     const Profile& profile() const noexcept { return profile_; }
     fi_info* info() const noexcept { return info_.get(); }

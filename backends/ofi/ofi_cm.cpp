@@ -3,8 +3,9 @@
 //
 //   connector                                   listener
 //   TCP connect(host:port) ───────────────────▶ accept
-//   hello (its QP's address) ─────────────────▶ QueuePair::connect(address) ── fails: refuse(reason)
-//                            ◀───────────────── accepted (the listener QP's address)
+//   hello (its QP's address, private data) ───▶ decide(private data), QueuePair::connect(address)
+//                                                 ── either fails: refuse(reason)
+//                            ◀───────────────── accepted (the listener QP's address, its reply)
 //   QueuePair::connect(address)
 //   both drive their QP until rts (MSG: the provider's CM handshake; RDM: at once)
 //
@@ -13,7 +14,8 @@
 // usually is; it says nothing about the fabric the QPs then use. The host:port names the machine on the
 // network the processes share; the QPs use the configured provider.
 //
-// Frames (ofi_wire.hpp): "weftofi1" (8 bytes), kind (u32 LE), payload length (u32 LE, at most 64 KiB), payload.
+// Frames (ofi_wire.hpp): "weftofi2" (8 bytes), kind (u32 LE), payload length (u32 LE, at most 64 KiB), payload;
+// a hello's and an accepted frame's payload is a greeting (address length, address, private data).
 #include "ofi.hpp"
 
 #include <arpa/inet.h>
@@ -215,7 +217,8 @@ public:
 
     std::string address() const override { return bound_; }
 
-    void accept(detail::QpImpl& qp_impl, std::chrono::milliseconds timeout) override {
+    std::vector<std::byte> accept(detail::QpImpl& qp_impl, std::chrono::milliseconds timeout,
+                                  const AcceptReply& decide) override {
         auto& qp = static_cast<OfiQp&>(qp_impl);
         const auto deadline = Clock::now() + timeout;
         std::string last_refusal;
@@ -245,21 +248,35 @@ public:
                 send_text(conn.get(), Kind::refused, last_refusal, hello_deadline, accept_call);
                 continue;
             }
+            wire::Greeting greeting;
+            if (auto why = wire::split_greeting(hello.payload, greeting); !why.empty()) {
+                last_refusal = why;
+                send_text(conn.get(), Kind::refused, why, hello_deadline, accept_call);
+                continue;
+            }
+            std::vector<std::byte> reply;
             try {
-                qp.connect(hello.payload);
+                reply = decide(greeting.private_data);
+            } catch (const std::exception& e) {
+                send_text(conn.get(), Kind::refused, "the listener at " + bound_ + " refused: " + e.what(),
+                          hello_deadline, accept_call);
+                throw;
+            }
+            try {
+                qp.connect(greeting.address);
             } catch (const Error& e) {
                 if (qp.connect_called()) throw;  // got past the checks: the QP is half connected
                 last_refusal = e.message();
                 send_text(conn.get(), Kind::refused, last_refusal, hello_deadline, accept_call);
                 continue;
             }
-            const auto mine = qp.address();
-            if (!send_frame(conn.get(), Kind::accepted, mine, deadline, accept_call)) {
+            if (!send_frame(conn.get(), Kind::accepted, wire::encode_greeting(qp.address(), reply), deadline,
+                            accept_call)) {
                 fail_code(std::errc::connection_aborted,
                           "the peer at " + bound_ + " went away before it got this QP's address", accept_call);
             }
             qp.await_connected(deadline, accept_call);
-            return;
+            return {greeting.private_data.begin(), greeting.private_data.end()};
         }
     }
 
@@ -274,7 +291,9 @@ std::unique_ptr<detail::ListenerImpl> OfiDomain::listen(const detail::HostPort& 
     return std::make_unique<OfiListener>(where);
 }
 
-void OfiDomain::connect_to(detail::QpImpl& qp_impl, const detail::HostPort& where, std::chrono::milliseconds timeout) {
+std::vector<std::byte> OfiDomain::connect_to(detail::QpImpl& qp_impl, const detail::HostPort& where,
+                                             std::chrono::milliseconds timeout,
+                                             std::span<const std::byte> private_data) {
     auto& qp = static_cast<OfiQp&>(qp_impl);
     const auto deadline = Clock::now() + timeout;
     const std::string target = where.text();
@@ -315,7 +334,8 @@ void OfiDomain::connect_to(detail::QpImpl& qp_impl, const detail::HostPort& wher
     }
     int one = 1;
     ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (!send_frame(s.get(), Kind::hello, qp.address(), deadline, connect_call)) {
+    if (!send_frame(s.get(), Kind::hello, wire::encode_greeting(qp.address(), private_data), deadline,
+                    connect_call)) {
         fail_code(std::errc::connection_aborted, "the listener at " + target + " closed the connection", connect_call);
     }
     wire::Frame reply;
@@ -336,8 +356,13 @@ void OfiDomain::connect_to(detail::QpImpl& qp_impl, const detail::HostPort& wher
         fail_code(std::errc::protocol_error, "the listener at " + target + " answered with an unexpected frame",
                   connect_call);
     }
-    qp.connect(reply.payload);
+    wire::Greeting greeting;
+    if (auto why = wire::split_greeting(reply.payload, greeting); !why.empty()) {
+        fail_code(std::errc::protocol_error, "the answer of the listener at " + target + ": " + why, connect_call);
+    }
+    qp.connect(greeting.address);
     qp.await_connected(deadline, connect_call);
+    return {greeting.private_data.begin(), greeting.private_data.end()};
 }
 
 }  // namespace weft::ofi

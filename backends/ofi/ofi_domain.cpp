@@ -455,6 +455,7 @@ void OfiDomain::fill_capabilities() {
     caps.max_msg_size = std::min<std::uint64_t>(i.ep_attr->max_msg_size, std::numeric_limits<std::uint32_t>::max());
     // Keys of offset-addressed providers carry the region base in 48 bits.
     caps.max_mr_size = p.our_keys && !p.virt_addr ? (1ull << 47) : std::numeric_limits<std::uint64_t>::max();
+    caps.max_private_data = wire::max_private_data;
 }
 
 std::unique_ptr<detail::MrImpl> OfiDomain::register_memory(void* addr, std::size_t length, Access access) {

@@ -15,7 +15,7 @@ namespace weft::ofi::wire {
 namespace {
 
 constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'O'}, std::byte{'Q'}};
-constexpr std::array<char, 8> frame_magic{'w', 'e', 'f', 't', 'o', 'f', 'i', '1'};
+constexpr std::array<char, 8> frame_magic{'w', 'e', 'f', 't', 'o', 'f', 'i', '2'};
 constexpr std::string_view shm_schemes[] = {"fi_shm://", "fi_ns://"};
 
 [[noreturn]] void bad_address(const std::string& why) {
@@ -258,6 +258,33 @@ std::string read_frame(const ReadExact& read, Frame& out) {
     out.payload.assign(length, std::byte{0});
     if (length == 0) return {};
     return read(out.payload.data(), length);
+}
+
+std::vector<std::byte> encode_greeting(std::span<const std::byte> address, std::span<const std::byte> private_data) {
+    std::vector<std::byte> out(2 + address.size() + private_data.size());
+    detail::put_le<std::uint16_t>(out.data(), static_cast<std::uint16_t>(address.size()));
+    if (!address.empty()) std::memcpy(out.data() + 2, address.data(), address.size());
+    if (!private_data.empty()) std::memcpy(out.data() + 2 + address.size(), private_data.data(), private_data.size());
+    return out;
+}
+
+std::string split_greeting(std::span<const std::byte> payload, Greeting& out) {
+    if (payload.size() < 2) {
+        return "a greeting of " + std::to_string(payload.size()) + " bytes has no address length (2 bytes)";
+    }
+    const std::size_t n = detail::get_le<std::uint16_t>(payload.data());
+    if (n > payload.size() - 2) {
+        return "the greeting's address of " + std::to_string(n) + " bytes overruns its " +
+               std::to_string(payload.size() - 2) + " bytes";
+    }
+    const std::size_t extra = payload.size() - 2 - n;
+    if (extra > max_private_data) {
+        return "the greeting carries " + std::to_string(extra) + " bytes of private data (at most " +
+               std::to_string(max_private_data) + " accepted)";
+    }
+    out.address = payload.subspan(2, n);
+    out.private_data = payload.subspan(2 + n);
+    return {};
 }
 
 std::string printable(std::span<const std::byte> text) { return weft::detail::printable(text, refusal_text_max); }

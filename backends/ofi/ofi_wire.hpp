@@ -10,7 +10,9 @@
 //   (u16)   14 liveness port (u16, 0: none)   16 nonce (u64)   24 provider name   24+P endpoint name
 //   24+P+N FNV-1a of everything before (u32)
 //
-// Rendezvous frame: magic "weftofi1" (8 bytes), kind (u32), payload length (u32, at most 64 KiB), payload.
+// Rendezvous frame: magic "weftofi2" (8 bytes), kind (u32), payload length (u32, at most 64 KiB), payload.
+// A hello's or an accepted frame's payload is a greeting: the QP address's length (u16), the QP address, then
+// the private data (the rest, at most max_private_data bytes).
 #pragma once
 
 #include <rdma/fabric.h>
@@ -106,6 +108,22 @@ using ReadExact = std::function<std::string(std::byte* dst, std::size_t n)>;
 // payload is read (nor memory set aside for it). Returns an empty string on success, else what was wrong
 // (or what `read` said).
 std::string read_frame(const ReadExact& read, Frame& out);
+
+// What the ofi backend carries of the private data of weft::connect and Listener::accept, each way.
+inline constexpr std::size_t max_private_data = 56;
+
+// A hello's or accepted frame's payload, split: views into the payload.
+struct Greeting {
+    std::span<const std::byte> address;
+    std::span<const std::byte> private_data;
+};
+
+// The payload of a greeting; the caller has checked the private data's size, the address is our own.
+std::vector<std::byte> encode_greeting(std::span<const std::byte> address, std::span<const std::byte> private_data);
+
+// Splits a peer's greeting payload. Returns an empty string on success, else what is wrong with it (too short
+// for the length, an address length beyond the payload, more private data than max_private_data).
+std::string split_greeting(std::span<const std::byte> payload, Greeting& out);
 
 // A peer's text (a refusal, a provider name) fit for an error message: at most refusal_text_max characters,
 // anything but printable ASCII shown as '?'.

@@ -384,7 +384,9 @@ public:
     std::unique_ptr<detail::QpImpl> create_qp(const detail::QpSetup& setup) override;
     // host:port through rdma_cm (verbs_cm.cpp)
     std::unique_ptr<detail::ListenerImpl> listen(const detail::HostPort& where) override;
-    void connect_to(detail::QpImpl& qp, const detail::HostPort& where, std::chrono::milliseconds timeout) override;
+    std::vector<std::byte> connect_to(detail::QpImpl& qp, const detail::HostPort& where,
+                                      std::chrono::milliseconds timeout,
+                                      std::span<const std::byte> private_data) override;
 
 private:
     std::shared_ptr<Device> device_;

@@ -4,8 +4,10 @@
 //
 //   connector                                   listener
 //   rdma_resolve_addr, rdma_resolve_route
-//   rdma_connect(private data: its address) --> CONNECT_REQUEST: connect the local QP to that address
-//   CONNECT_RESPONSE (private data)         <-- rdma_accept(private data: the local QP's address)
+//   rdma_connect(private data: connect     --> CONNECT_REQUEST: the peer's address from the request and
+//     request, the application's data)          rdma_cm (QP number, GID or LID); decide the reply; connect
+//                                               the local QP to that address
+//   CONNECT_RESPONSE (private data)         <-- rdma_accept(private data: the local QP's address, the reply)
 //   connect the QP, rdma_establish (RTU)    --> ESTABLISHED
 //
 // A QP-less active side gets CONNECT_RESPONSE, not ESTABLISHED, and must call rdma_establish itself
@@ -16,9 +18,11 @@
 // connection then belongs to the QPs alone, exactly as after a manual address exchange (the peer's CM may
 // see DISCONNECTED, which touches no QP).
 //
-// Private data is framed (verbs_wire.hpp): "wC", version 1, length n, n address bytes. An IB CM REQ holds 92
-// bytes of which rdma_cm's RDMA_PS_TCP header takes 36, so 56 remain for rdma_connect; a REP holds 196, a REJ
-// 148. The receiver is told the whole field's size, not what was sent, hence the length byte. A refusal
+// Private data is framed (verbs_wire.hpp): "wQ" (a connect request: flags, MTU, PSN, then the application's
+// data), "wC" (an answer: the QP address, then the application's reply), version 1, length n, n bytes. An IB CM
+// REQ holds 92 bytes of which rdma_cm's RDMA_PS_TCP header takes 36, so 56 remain for rdma_connect, 48 of them
+// for the application; a REP holds 196, a REJ 148. The connector's QP number travels in the REQ
+// (conn_param.qp_num) and its GID or LID in the REQ's path, which the listener reads with rdma_init_qp_attr. The receiver is told the whole field's size, not what was sent, hence the length byte. A refusal
 // carries "wR", version, length and the listener's reason as text. Whatever a peer puts there is checked by
 // wire::decode_frame and wire::decode_address before it reaches a QP: a listener refuses a request it cannot
 // use and waits for the next one.
@@ -54,9 +58,10 @@ constexpr std::string_view accept_call = "Listener::accept";
 constexpr std::size_t req_private_max = 92 - 36;  // IB CM REQ private data less rdma_cm's TCP port-space header
 constexpr std::size_t rep_private_max = 196;      // IB CM REP
 constexpr std::size_t rej_private_max = 148;      // IB CM REJ
-static_assert(wire::frame_header + wire::address_size <= req_private_max,
-              "a verbs QP address must fit the private data of rdma_connect");
-static_assert(req_private_max <= rep_private_max);
+static_assert(wire::frame_header + wire::request_fixed + wire::max_private_data <= req_private_max,
+              "a connect request must fit the private data of rdma_connect");
+static_assert(wire::frame_header + wire::address_size + wire::max_private_data <= rep_private_max,
+              "an answer must fit the private data of rdma_accept");
 constexpr int listen_backlog = 64;
 constexpr int ib_cm_rej_invalid_service_id = 8;  // IB spec REJ reason: nothing listens on that service ID
 constexpr int ib_cm_rej_consumer_defined = 28;
@@ -152,22 +157,55 @@ void check_device(const rdma_cm_id* id, const Device& dev, const std::string& wh
 
 // ---- Private data frames
 
-std::vector<std::uint8_t> address_frame(const std::vector<std::byte>& address, std::size_t limit,
-                                        std::string_view call) {
-    if (wire::frame_header + address.size() > limit) {
-        fail(Errc::internal,
-             "a QP address of " + std::to_string(address.size()) + " bytes does not fit the " +
-                 std::to_string(limit) + " bytes of connection private data",
-             call);
-    }
-    return wire::encode_frame(wire::FrameKind::address, address, limit);
+// The answer's frame: the QP address, then the application's reply (sized by the core).
+std::vector<std::uint8_t> answer_frame(const std::vector<std::byte>& address, std::span<const std::byte> reply) {
+    std::vector<std::byte> payload(address);
+    payload.insert(payload.end(), reply.begin(), reply.end());
+    return wire::encode_frame(wire::FrameKind::address, payload, rep_private_max);
 }
 
-// The QP address framed in the private data of `p`, copied out; empty with `problem` set when it holds none.
-std::vector<std::byte> peer_address(const rdma_conn_param& p, std::string& problem) {
+// The connector's QP address, made from its connect request and what rdma_cm knows of it (the QP number the
+// REQ carried, the GID or LID of its path), and the application's data, copied out; `problem` says why not.
+std::vector<std::byte> requester_address(const rdma_cm_event& ev, const Device& dev, std::vector<std::byte>& data,
+                                         std::string& problem) {
     std::span<const std::byte> payload;
-    problem = wire::decode_frame(p.private_data, p.private_data_len, wire::FrameKind::address, payload);
-    return {payload.begin(), payload.end()};
+    problem = wire::decode_frame(ev.param.conn.private_data, ev.param.conn.private_data_len,
+                                 wire::FrameKind::request, payload);
+    if (!problem.empty()) return {};
+    wire::Request r;
+    if (problem = wire::decode_request(payload, r); !problem.empty()) return {};
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_RTR;
+    int mask = 0;
+    if (::rdma_init_qp_attr(ev.id, &attr, &mask) != 0) {
+        problem = std::string("rdma_init_qp_attr on the request failed: ") + std::strerror(errno);
+        return {};
+    }
+    wire::QpAddress a;
+    a.has_gid = r.has_gid;
+    a.port = dev.port;  // informational in an address: the listener's QP uses its own port
+    a.mtu = r.mtu;
+    a.qp_num = ev.param.conn.qp_num;
+    a.psn = r.psn;
+    if (r.has_gid) {
+        if (!attr.ah_attr.is_global) {
+            problem = "the request says its QP routes by GID, but its path has none";
+            return {};
+        }
+        a.gid = attr.ah_attr.grh.dgid;
+    } else {
+        a.lid = attr.ah_attr.dlid;
+    }
+    const auto bytes = wire::encode_address(a);
+    std::vector<std::byte> address(bytes.begin(), bytes.end());
+    try {
+        (void)wire::decode_address(address);  // what rdma_cm gave is checked like any peer's address
+    } catch (const Error& e) {
+        problem = e.message();
+        return {};
+    }
+    data.assign(r.private_data.begin(), r.private_data.end());
+    return address;
 }
 
 rdma_conn_param conn_param(const Device& dev, std::uint32_t qp_num, const std::vector<std::uint8_t>& data) {
@@ -295,7 +333,7 @@ class VerbsListener final : public detail::ListenerImpl {
 public:
     VerbsListener(std::shared_ptr<Device> device, const detail::HostPort& where);
 
-    void accept(detail::QpImpl& qp, milliseconds timeout) override;
+    std::vector<std::byte> accept(detail::QpImpl& qp, milliseconds timeout, const AcceptReply& decide) override;
     std::string address() const override { return bound_; }
 
 private:
@@ -304,6 +342,7 @@ private:
         CmIdPtr id;
         std::string from;
         std::vector<std::byte> peer;
+        std::vector<std::byte> data;  // the application's private data
         std::string problem;  // why it cannot be accepted, when it cannot
     };
 
@@ -349,7 +388,7 @@ void VerbsListener::note(CmEventPtr ev) {
                          " port " + std::to_string(ev->id->port_num) + ", not on the domain's " + device_->name +
                          " port " + std::to_string(device_->port);
         } else {
-            in.peer = peer_address(ev->param.conn, in.problem);
+            in.peer = requester_address(*ev, *device_, in.data, in.problem);
         }
         incoming_.push_back(std::move(in));
         return;  // `ev` is acknowledged here; the id now belongs to incoming_
@@ -363,7 +402,8 @@ void VerbsListener::note(CmEventPtr ev) {
     std::erase_if(incoming_, [id](const Incoming& in) { return in.id.get() == id; });
 }
 
-void VerbsListener::accept(detail::QpImpl& qp_impl, milliseconds timeout) {
+std::vector<std::byte> VerbsListener::accept(detail::QpImpl& qp_impl, milliseconds timeout,
+                                             const AcceptReply& decide) {
     // The core has checked that the QP is fresh and of this listener's domain: a VerbsQp.
     auto& qp = static_cast<VerbsQp&>(qp_impl);
     const auto deadline = Clock::now() + timeout;
@@ -372,6 +412,7 @@ void VerbsListener::accept(detail::QpImpl& qp_impl, milliseconds timeout) {
     // the deadline: no peer can make accept() fail for the peers after it.
     std::string last_refusal;
     Incoming in;
+    std::vector<std::byte> reply;
     for (;;) {
         while (incoming_.empty()) {
             CmEventPtr ev = next_event(channel_.get(), deadline, accept_call);
@@ -391,6 +432,12 @@ void VerbsListener::accept(detail::QpImpl& qp_impl, milliseconds timeout) {
             continue;
         }
         try {
+            reply = decide(in.data);
+        } catch (const std::exception& e) {
+            refuse(in.id.get(), "the listener at " + bound_ + " refused: " + e.what());
+            throw;
+        }
+        try {
             qp.connect(in.peer);
             break;
         } catch (const Error& e) {
@@ -399,7 +446,7 @@ void VerbsListener::accept(detail::QpImpl& qp_impl, milliseconds timeout) {
             last_refusal = "the connect request from " + in.from + ": " + e.message();
         }
     }
-    const auto data = address_frame(qp.address(), rep_private_max, accept_call);
+    const auto data = answer_frame(qp.address(), reply);
     rdma_conn_param param = conn_param(*device_, qp.qp_num, data);
     if (::rdma_accept(in.id.get(), &param) != 0) {
         fail_errno(errno, "rdma_accept of the connect request from " + in.from + " failed", accept_call);
@@ -420,7 +467,7 @@ void VerbsListener::accept(detail::QpImpl& qp_impl, milliseconds timeout) {
         }
         const rdma_cm_event copy = *ev;
         ev.reset();  // acknowledged before in.id can be destroyed
-        if (copy.event == RDMA_CM_EVENT_ESTABLISHED || copy.event == RDMA_CM_EVENT_DISCONNECTED) return;
+        if (copy.event == RDMA_CM_EVENT_ESTABLISHED || copy.event == RDMA_CM_EVENT_DISCONNECTED) return in.data;
         fail_errno(copy.status < 0 ? -copy.status : ECONNABORTED,
                    "the peer at " + in.from + " did not complete the handshake: " + event_text(copy) +
                        "; QP " + std::to_string(qp.qp_num) + " is half connected",
@@ -439,7 +486,8 @@ std::unique_ptr<detail::ListenerImpl> VerbsDomain::listen(const detail::HostPort
     return std::make_unique<VerbsListener>(device_, where);
 }
 
-void VerbsDomain::connect_to(detail::QpImpl& qp, const detail::HostPort& where, milliseconds timeout) {
+std::vector<std::byte> VerbsDomain::connect_to(detail::QpImpl& qp, const detail::HostPort& where,
+                                               milliseconds timeout, std::span<const std::byte> private_data) {
     const auto deadline = Clock::now() + timeout;
     const std::string target = where.text();
     SockAddr dst = resolve(where, false, connect_call);
@@ -462,15 +510,27 @@ void VerbsDomain::connect_to(detail::QpImpl& qp, const detail::HostPort& where, 
     }
     expect(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, timeout, target, stage);
 
-    const auto data = address_frame(qp.address(), req_private_max, connect_call);
+    const wire::QpAddress own = wire::decode_address(qp.address());
+    wire::Request request;
+    request.has_gid = own.has_gid;
+    request.mtu = own.mtu;
+    request.psn = own.psn;
+    request.private_data = private_data;
+    const auto data = wire::encode_frame(wire::FrameKind::request, wire::encode_request(request), req_private_max);
     rdma_conn_param param = conn_param(*device_, qp.qp_num, data);
     if (::rdma_connect(id.get(), &param) != 0) fail_errno(errno, "rdma_connect(" + target + ") failed", connect_call);
     stage = "waiting for the listener at " + target + " to accept";
     std::vector<std::byte> peer;
+    std::vector<std::byte> reply;
     {
         CmEventPtr ev = expect(channel.get(), RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, timeout, target, stage);
-        std::string problem;
-        peer = peer_address(ev->param.conn, problem);
+        std::span<const std::byte> payload;
+        const std::string problem = wire::decode_frame(ev->param.conn.private_data, ev->param.conn.private_data_len,
+                                                       wire::FrameKind::address, payload);
+        if (problem.empty()) {
+            peer.assign(payload.begin(), payload.begin() + wire::address_size);
+            reply.assign(payload.begin() + wire::address_size, payload.end());
+        }
         if (!problem.empty()) {
             ev.reset();
             refuse(id.get(), "the connector refused the answer: " + problem);
@@ -489,6 +549,7 @@ void VerbsDomain::connect_to(detail::QpImpl& qp, const detail::HostPort& where, 
                               " is connected but the listener may not complete", connect_call);
     }
     // `id` and `channel` go now: the QPs are connected, and the CM has nothing more to do for them.
+    return reply;
 }
 
 }  // namespace weft::verbs

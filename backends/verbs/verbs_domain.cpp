@@ -1,6 +1,7 @@
 // The verbs plugin record, probe() and open(): device, port and GID selection, capabilities, and the
 // domain's factory methods (memory registration, CQ and QP creation).
 #include "verbs.hpp"
+#include "verbs_wire.hpp"
 
 #include <weft/config.hpp>
 
@@ -289,7 +290,10 @@ void fill_capabilities(Device& dev, const ibv_device_attr& da, const ibv_port_at
                 Feature::remote_access_check | Feature::zero_length;
     if (c.max_inline > 0) f = f | Feature::inline_data;
     if (da.atomic_cap != IBV_ATOMIC_NONE) f = f | Feature::atomics;
-    if (rdma_cm_usable()) f = f | Feature::listener;
+    if (rdma_cm_usable()) {
+        f = f | Feature::listener;
+        c.max_private_data = static_cast<std::uint32_t>(wire::max_private_data);
+    }
     c.features = static_cast<std::uint32_t>(f);
 }
 

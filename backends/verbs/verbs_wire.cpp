@@ -17,7 +17,9 @@ constexpr std::uint32_t max_24bit = 0xffffff;
 constexpr std::uint16_t max_unicast_lid = 0xbfff;
 constexpr std::size_t max_refusal_text = 160;
 
-constexpr char frame_magic(FrameKind kind) noexcept { return kind == FrameKind::address ? 'C' : 'R'; }
+constexpr char frame_magic(FrameKind kind) noexcept {
+    return kind == FrameKind::address ? 'C' : kind == FrameKind::request ? 'Q' : 'R';
+}
 
 [[noreturn]] void bad_address(const std::string& why) {
     throw Error(Errc::bad_descriptor, "malformed peer QP address: " + why, "verbs", "QueuePair::connect");
@@ -122,7 +124,9 @@ std::vector<std::uint8_t> encode_frame(FrameKind kind, std::span<const std::byte
 std::string decode_frame(const void* data, std::size_t size, FrameKind kind, std::span<const std::byte>& payload) {
     payload = {};
     const auto* b = static_cast<const std::uint8_t*>(data);
-    const std::string what = kind == FrameKind::address ? "weft QP address" : "weft refusal";
+    const std::string what = kind == FrameKind::address   ? "weft QP address"
+                             : kind == FrameKind::request ? "weft connect request"
+                                                          : "weft refusal";
     if (b == nullptr || size == 0) return "no private data, so no " + what + " (a peer that is not weft?)";
     if (size < frame_header || b[0] != 'w' || b[1] != static_cast<std::uint8_t>(frame_magic(kind))) {
         return "private data of " + std::to_string(size) + " bytes that holds no " + what +
@@ -137,11 +141,45 @@ std::string decode_frame(const void* data, std::size_t size, FrameKind kind, std
         return "private data that claims " + std::to_string(claimed) + " bytes of payload but holds " +
                std::to_string(size - frame_header);
     }
-    if (kind == FrameKind::address && claimed != address_size) {
-        return "private data with a " + std::to_string(claimed) + "-byte QP address (accepted: " +
-               std::to_string(address_size) + " bytes)";
+    if (kind == FrameKind::address && (claimed < address_size || claimed > address_size + max_private_data)) {
+        return "private data with a " + std::to_string(claimed) + "-byte answer (accepted: a " +
+               std::to_string(address_size) + "-byte QP address and at most " + std::to_string(max_private_data) +
+               " bytes of reply)";
+    }
+    if (kind == FrameKind::request && (claimed < request_fixed || claimed > request_fixed + max_private_data)) {
+        return "private data with a " + std::to_string(claimed) + "-byte connect request (accepted: " +
+               std::to_string(request_fixed) + " to " + std::to_string(request_fixed + max_private_data) + " bytes)";
     }
     payload = std::span<const std::byte>(reinterpret_cast<const std::byte*>(b + frame_header), claimed);
+    return {};
+}
+
+std::vector<std::byte> encode_request(const Request& r) {
+    std::vector<std::byte> out(request_fixed + r.private_data.size());
+    out[0] = static_cast<std::byte>((r.has_gid ? 1u : 0u) | (static_cast<unsigned>(r.mtu) << 4));
+    out[1] = static_cast<std::byte>(r.psn & 0xff);
+    out[2] = static_cast<std::byte>((r.psn >> 8) & 0xff);
+    out[3] = static_cast<std::byte>((r.psn >> 16) & 0xff);
+    if (!r.private_data.empty()) std::memcpy(out.data() + request_fixed, r.private_data.data(), r.private_data.size());
+    return out;
+}
+
+std::string decode_request(std::span<const std::byte> payload, Request& out) {
+    if (payload.size() < request_fixed || payload.size() > request_fixed + max_private_data) {
+        return "a connect request of " + std::to_string(payload.size()) + " bytes (accepted: " +
+               std::to_string(request_fixed) + " to " + std::to_string(request_fixed + max_private_data) + ")";
+    }
+    const auto flags = std::to_integer<unsigned>(payload[0]);
+    if ((flags & 0x0e) != 0) return "a connect request with unknown flags " + hex(flags & 0x0fu);
+    const unsigned mtu = flags >> 4;
+    if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
+        return "a connect request with MTU code " + std::to_string(mtu) + " (accepted: 1..5)";
+    }
+    out.has_gid = (flags & 1) != 0;
+    out.mtu = static_cast<ibv_mtu>(mtu);
+    out.psn = std::to_integer<std::uint32_t>(payload[1]) | (std::to_integer<std::uint32_t>(payload[2]) << 8) |
+              (std::to_integer<std::uint32_t>(payload[3]) << 16);
+    out.private_data = payload.subspan(request_fixed);
     return {};
 }
 

@@ -96,7 +96,10 @@ std::string sockaddr_text(const sockaddr* sa) {
 
 std::unique_ptr<ListenerImpl> DomainImpl::listen(const HostPort&) { not_supported(*this, "listen"); }
 
-void DomainImpl::connect_to(QpImpl&, const HostPort&, std::chrono::milliseconds) { not_supported(*this, "connect"); }
+std::vector<std::byte> DomainImpl::connect_to(QpImpl&, const HostPort&, std::chrono::milliseconds,
+                                              std::span<const std::byte>) {
+    not_supported(*this, "connect");
+}
 
 }  // namespace detail
 
@@ -121,6 +124,16 @@ std::chrono::milliseconds non_negative(std::chrono::milliseconds t) {
     return std::max(t, std::chrono::milliseconds(0));
 }
 
+// Private data longer than the backend carries is refused before anything reaches a peer.
+void check_private_data(std::size_t size, const detail::DomainImpl& domain, const char* what, const char* call) {
+    if (size <= domain.caps.max_private_data) return;
+    throw Error(Errc::invalid_argument,
+                std::string(what) + " of " + std::to_string(size) + " bytes is too long: " + domain.caps.backend +
+                    " carries at most " + std::to_string(domain.caps.max_private_data) +
+                    " bytes of private data each way (Capabilities::max_private_data)",
+                domain.caps.backend, call);
+}
+
 }  // namespace
 
 Listener::Listener() noexcept = default;
@@ -129,7 +142,14 @@ Listener::Listener(Listener&&) noexcept = default;
 Listener& Listener::operator=(Listener&&) noexcept = default;
 Listener::~Listener() = default;
 
-void Listener::accept(QueuePair& qp, std::chrono::milliseconds timeout) {
+std::vector<std::byte> Listener::accept(QueuePair& qp, std::chrono::milliseconds timeout,
+                                        std::span<const std::byte> reply) {
+    if (impl_) check_private_data(reply.size(), *impl_->domain, "the reply", "Listener::accept");
+    std::vector<std::byte> fixed(reply.begin(), reply.end());
+    return accept(qp, timeout, [&fixed](std::span<const std::byte>) { return fixed; });
+}
+
+std::vector<std::byte> Listener::accept(QueuePair& qp, std::chrono::milliseconds timeout, const AcceptReply& decide) {
     constexpr const char* call = "Listener::accept";
     if (!impl_) empty_handle(call);
     if (!qp) empty_handle(call);
@@ -141,8 +161,16 @@ void Listener::accept(QueuePair& qp, std::chrono::milliseconds timeout) {
                     backend, call);
     }
     require_fresh(*qp.impl(), backend, call);
-    impl_->accept(detail::unwrap(*qp.impl()), non_negative(timeout));
+    if (!decide) throw Error(Errc::invalid_argument, "the AcceptReply is empty", backend, call);
+    // A reply too long for the backend refuses that connector (the backend sends the text) and fails accept().
+    const AcceptReply checked = [&](std::span<const std::byte> request) {
+        std::vector<std::byte> reply = decide(request);
+        check_private_data(reply.size(), *impl_->domain, "the reply", call);
+        return reply;
+    };
+    std::vector<std::byte> request = impl_->accept(detail::unwrap(*qp.impl()), non_negative(timeout), checked);
     WEFT_LOGS(core, info, backend + ": " + impl_->address() + " accepted a peer for QP " + std::to_string(qp.qp_num()));
+    return request;
 }
 
 std::string Listener::address() const {
@@ -161,7 +189,8 @@ Listener listen(Domain& domain, std::string_view host_port) {
     return Listener(std::move(listener));
 }
 
-void connect(QueuePair& qp, std::string_view host_port, std::chrono::milliseconds timeout) {
+std::vector<std::byte> connect(QueuePair& qp, std::string_view host_port, std::chrono::milliseconds timeout,
+                               std::span<const std::byte> private_data) {
     constexpr const char* call = "connect";
     if (!qp) empty_handle(call);
     detail::QpImpl& q = *qp.impl();
@@ -176,8 +205,10 @@ void connect(QueuePair& qp, std::string_view host_port, std::chrono::millisecond
                     backend, call);
     }
     require_fresh(q, backend, call);
-    q.domain->connect_to(backend_qp, where, non_negative(timeout));
+    check_private_data(private_data.size(), *q.domain, "the private data", call);
+    auto reply = q.domain->connect_to(backend_qp, where, non_negative(timeout), private_data);
     WEFT_LOGS(core, info, backend + ": QP " + std::to_string(q.qp_num) + " connected to " + where.text());
+    return reply;
 }
 
 }  // namespace weft

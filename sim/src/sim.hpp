@@ -367,8 +367,9 @@ public:
     std::unique_ptr<weft::detail::QpImpl> create_qp(const weft::detail::QpSetup& setup) override;
     // named rendezvous (sim_rendezvous.cpp)
     std::unique_ptr<weft::detail::ListenerImpl> listen(const weft::detail::HostPort& where) override;
-    void connect_to(weft::detail::QpImpl& qp, const weft::detail::HostPort& where,
-                    std::chrono::milliseconds timeout) override;
+    std::vector<std::byte> connect_to(weft::detail::QpImpl& qp, const weft::detail::HostPort& where,
+                                      std::chrono::milliseconds timeout,
+                                      std::span<const std::byte> private_data) override;
 
     /// What the data path checks of a registered region, kept in the domain's table itself so a lookup
     /// touches one slot and not the region object.

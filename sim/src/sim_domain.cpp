@@ -132,6 +132,8 @@ SimDomain::SimDomain(std::shared_ptr<FabricState> fabric, const Params& params) 
     caps.max_cqe = 1u << 22;
     caps.max_msg_size = 1ull << 31;
     caps.max_mr_size = 1ull << 46;
+    // rdma_cm's 56 bytes; the verbs backend carries 48 (weft/listener.hpp), and profile=rxe says so.
+    caps.max_private_data = params.profile == Profile::rxe ? 48 : 56;
 }
 
 SimDomain::~SimDomain() = default;

@@ -32,7 +32,9 @@ constexpr std::uint32_t first_free_port = 49152;  // where port 0 starts looking
 struct Request {
     enum class State { pending, accepted, connected, refused, failed };
     std::vector<std::byte> connector_address;
+    std::vector<std::byte> connector_data;    // private data
     std::vector<std::byte> acceptor_address;  // when accepted
+    std::vector<std::byte> acceptor_data;     // the reply, when accepted
     std::string refusal;                      // when refused, or why the connector failed
     State state = State::pending;
 };
@@ -85,7 +87,8 @@ public:
         t.cv.notify_all();
     }
 
-    void accept(weft::detail::QpImpl& qp, std::chrono::milliseconds timeout) override {
+    std::vector<std::byte> accept(weft::detail::QpImpl& qp, std::chrono::milliseconds timeout,
+                                  const AcceptReply& decide) override {
         Table& t = table();
         std::unique_lock lock(t.mu);
         const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -97,6 +100,14 @@ public:
         }
         std::shared_ptr<Request> r = std::move(endpoint_->pending.front());
         endpoint_->pending.pop_front();
+        try {
+            r->acceptor_data = decide(r->connector_data);
+        } catch (const std::exception& e) {
+            r->state = Request::State::refused;
+            r->refusal = "the listener at '" + where_.text() + "' refused: " + e.what();
+            t.cv.notify_all();
+            throw;
+        }
         try {
             qp.connect(r->connector_address);
             r->acceptor_address = qp.address();
@@ -115,6 +126,7 @@ public:
                         "the peer's connect() to '" + where_.text() + "' failed to connect its QP: " + r->refusal,
                         "sim", "Listener::accept");
         }
+        return std::move(r->connector_data);
     }
 
     std::string address() const override { return where_.text(); }
@@ -154,11 +166,13 @@ std::unique_ptr<weft::detail::ListenerImpl> SimDomain::listen(const weft::detail
     return std::make_unique<SimListener>(std::move(self), std::move(bound), it->second);
 }
 
-void SimDomain::connect_to(weft::detail::QpImpl& qp, const weft::detail::HostPort& where,
-                           std::chrono::milliseconds timeout) {
+std::vector<std::byte> SimDomain::connect_to(weft::detail::QpImpl& qp, const weft::detail::HostPort& where,
+                                             std::chrono::milliseconds timeout,
+                                             std::span<const std::byte> private_data) {
     constexpr const char* call = "connect";
     auto request = std::make_shared<Request>();
     request->connector_address = qp.address();
+    request->connector_data.assign(private_data.begin(), private_data.end());
 
     Table& t = table();
     std::unique_lock lock(t.mu);
@@ -196,6 +210,7 @@ void SimDomain::connect_to(weft::detail::QpImpl& qp, const weft::detail::HostPor
     }
     request->state = Request::State::connected;
     t.cv.notify_all();
+    return std::move(request->acceptor_data);
 }
 
 }  // namespace weft::sim::detail

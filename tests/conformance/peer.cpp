@@ -252,7 +252,7 @@ PostStatus get_status(Reader& r) {
 void put_caps(Writer& w, const Capabilities& c) {
     w.put(c.kind).put_string(c.backend).put_string(c.device).put_string(c.profile);
     w.put(c.features).put(c.max_qp_wr).put(c.max_sge).put(c.max_inline).put(c.max_cqe);
-    w.put(c.max_msg_size).put(c.max_mr_size);
+    w.put(c.max_msg_size).put(c.max_mr_size).put(c.max_private_data);
 }
 
 Capabilities get_caps(Reader& r) {
@@ -268,6 +268,7 @@ Capabilities get_caps(Reader& r) {
     c.max_cqe = r.get<std::uint32_t>();
     c.max_msg_size = r.get<std::uint64_t>();
     c.max_mr_size = r.get<std::uint64_t>();
+    c.max_private_data = r.get<std::uint32_t>();
     return c;
 }
 
@@ -404,7 +405,9 @@ private:
             case Op::connect_to: {
                 QueuePair& qp = find(qps_, r.get<std::uint32_t>(), "QP");
                 auto where = r.get_string();
-                weft::connect(qp, where, std::chrono::milliseconds(r.get<std::int64_t>()));
+                const auto timeout = std::chrono::milliseconds(r.get<std::int64_t>());
+                const auto data = r.get_bytes();
+                out.put_bytes(weft::connect(qp, where, timeout, data));
                 return;
             }
             case Op::state: {
@@ -715,12 +718,15 @@ public:
                     caps.backend, "listen");
     }
 
-    void connect_to(detail::QpImpl& qp, const detail::HostPort& where, std::chrono::milliseconds timeout) override {
+    std::vector<std::byte> connect_to(detail::QpImpl& qp, const detail::HostPort& where,
+                                      std::chrono::milliseconds timeout,
+                                      std::span<const std::byte> private_data) override {
         auto* proxy = dynamic_cast<ProxyQp*>(&qp);
         if (!proxy) throw Error(Errc::invalid_argument, "the QP is not in the peer process", caps.backend, "connect");
-        call(Writer().put(Op::connect_to).put(proxy->id()).put_string(where.text())
-                 .put(static_cast<std::int64_t>(timeout.count())),
-             timeout);
+        auto answer = call(Writer().put(Op::connect_to).put(proxy->id()).put_string(where.text())
+                               .put(static_cast<std::int64_t>(timeout.count())).put_bytes(private_data),
+                           timeout);
+        return Reader(answer).get_bytes();
     }
 
 private:

@@ -43,7 +43,11 @@ def address(ep_type, flags, provider: bytes, addr_format, name: bytes, port=0, n
 
 
 def frame(kind: int, payload: bytes, length=None) -> bytes:
-    return b"weftofi1" + struct.pack("<II", kind, len(payload) if length is None else length) + payload
+    return b"weftofi2" + struct.pack("<II", kind, len(payload) if length is None else length) + payload
+
+
+def greeting(address: bytes, private_data: bytes = b"") -> bytes:
+    return struct.pack("<H", len(address)) + address + private_data
 
 
 tcp = address(MSG, 1, b"tcp", FI_SOCKADDR_IN, sockaddr_in("192.0.2.7", 5001), port=40001)
@@ -64,8 +68,9 @@ addresses = {
     "other_provider": address(MSG, 1, b"tc\x1bp\x00", FI_SOCKADDR_IN, sockaddr_in("192.0.2.7", 5001)),
 }
 frames = {
-    "hello_tcp": frame(HELLO, tcp),
-    "accepted_rxm": frame(ACCEPTED, rxm),
+    "hello_tcp": frame(HELLO, greeting(tcp)),
+    "hello_tcp_data": frame(HELLO, greeting(tcp, bytes(range(56)))),
+    "accepted_rxm": frame(ACCEPTED, greeting(rxm, b"reply")),
     "refused_text": frame(REFUSED, b"peer address: checksum mismatch: corrupted or truncated"),
     "refused_control": frame(REFUSED, b"\x1b[2J\x00\xff" * 200),
     "empty_hello": frame(HELLO, b""),
@@ -73,7 +78,9 @@ frames = {
     "http_get": b"GET / HTTP/1.0\r\n\r\n",
     "unknown_kind": frame(4, b""),
     "oversize": frame(HELLO, b"", length=64 * 1024 + 1),
-    "cut_short": frame(HELLO, tcp[:10], length=len(tcp)),
+    "cut_short": frame(HELLO, greeting(tcp)[:10], length=len(tcp) + 2),
+    "greeting_overrun": frame(HELLO, struct.pack("<H", 500) + tcp),
+    "greeting_too_much_data": frame(ACCEPTED, greeting(rxm, bytes(57))),
 }
 
 corpus = pathlib.Path(__file__).resolve().parent / "corpus"

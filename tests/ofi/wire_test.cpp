@@ -126,7 +126,7 @@ struct Stream {
 };
 
 std::vector<std::byte> header(std::uint32_t kind, std::uint32_t length) {
-    std::vector<std::byte> h = bytes_of("weftofi1");
+    std::vector<std::byte> h = bytes_of("weftofi2");
     h.resize(wire::frame_header);
     detail::put_le<std::uint32_t>(h.data() + 8, kind);
     detail::put_le<std::uint32_t>(h.data() + 12, length);
@@ -346,6 +346,36 @@ BOOST_AUTO_TEST_CASE(the_liveness_address_is_the_names_ip_without_port) {
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(ofi_wire_frame)
+
+BOOST_AUTO_TEST_CASE(a_greeting_splits_into_the_address_and_the_private_data) {
+    const auto address = wire::encode_address(tcp_peer());
+    std::vector<std::byte> data(wire::max_private_data);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(200 + i);
+    const auto payload = wire::encode_greeting(address, data);
+    BOOST_TEST(payload.size() == 2 + address.size() + data.size());
+    wire::Greeting g;
+    BOOST_REQUIRE(wire::split_greeting(payload, g) == "");
+    BOOST_TEST(std::equal(g.address.begin(), g.address.end(), address.begin(), address.end()));
+    BOOST_TEST(std::equal(g.private_data.begin(), g.private_data.end(), data.begin(), data.end()));
+    BOOST_TEST(g.address.data() == payload.data() + 2);  // views, not copies
+    const auto bare = wire::encode_greeting(address, {});
+    BOOST_REQUIRE(wire::split_greeting(bare, g) == "");
+    BOOST_TEST(g.private_data.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_greeting_is_refused_naming_the_problem) {
+    const auto address = wire::encode_address(tcp_peer());
+    wire::Greeting g;
+    BOOST_TEST(contains(wire::split_greeting({}, g), "a greeting of 0 bytes has no address length"));
+    BOOST_TEST(contains(wire::split_greeting(std::vector<std::byte>(1), g), "of 1 bytes"));
+    auto overrun = wire::encode_greeting(address, {});
+    overrun.pop_back();
+    BOOST_TEST(contains(wire::split_greeting(overrun, g), "overruns"));
+    const auto too_much = wire::encode_greeting(address, std::vector<std::byte>(wire::max_private_data + 1));
+    BOOST_TEST(contains(wire::split_greeting(too_much, g), "57 bytes of private data (at most 56 accepted)"));
+    BOOST_TEST(g.address.empty());  // nothing set on failure
+    BOOST_TEST(g.private_data.empty());
+}
 
 BOOST_AUTO_TEST_CASE(a_frame_of_each_kind_reads_back_its_payload) {
     const auto address = wire::encode_address(tcp_peer());

@@ -171,8 +171,10 @@ struct Answer {
     std::vector<std::uint8_t> data;  // the private data that came with it
 };
 
-// Sends a connect request carrying `data` as private data to ip:port and returns the answer.
-Answer raw_connect(const std::string& ip, std::uint16_t port, const std::vector<std::uint8_t>& data) {
+// Sends a connect request carrying `data` as private data and `qp_num` as its QP number to ip:port and
+// returns the answer.
+Answer raw_connect(const std::string& ip, std::uint16_t port, const std::vector<std::uint8_t>& data,
+                   std::uint32_t qp_num = 0x1234) {
     Channel ch;
     rdma_cm_id* id = nullptr;
     BOOST_REQUIRE(::rdma_create_id(ch.ch, &id, nullptr, RDMA_PS_TCP) == 0);
@@ -196,7 +198,7 @@ Answer raw_connect(const std::string& ip, std::uint16_t port, const std::vector<
     p.initiator_depth = 1;
     p.retry_count = 7;
     p.rnr_retry_count = 7;
-    p.qp_num = 0x1234;
+    p.qp_num = qp_num;
     BOOST_REQUIRE_MESSAGE(::rdma_connect(id, &p) == 0, "rdma_connect: " << std::strerror(errno));
     if (rdma_cm_event* ev = ch.next(20s); ev != nullptr) {
         out.event = ev->event;
@@ -221,13 +223,22 @@ std::vector<std::uint8_t> bytes(std::initializer_list<int> v) {
     return out;
 }
 
-// A 56-byte REQ field holding the frame header `w C version length` and then `fill`.
-std::vector<std::uint8_t> field(std::uint8_t version, std::uint8_t length, std::uint8_t fill = 0) {
+// A 56-byte private data field holding the frame header `w KIND version length` and then `fill`.
+std::vector<std::uint8_t> field(std::uint8_t version, std::uint8_t length, std::uint8_t fill = 0, char kind = 'C') {
     std::vector<std::uint8_t> f(56, fill);
     f[0] = 'w';
-    f[1] = 'C';
+    f[1] = static_cast<std::uint8_t>(kind);
     f[2] = version;
     f[3] = length;
+    return f;
+}
+
+// A framed connect request: flags and MTU in one byte, a PSN, and the application's `data`.
+std::vector<std::uint8_t> framed_request(std::uint8_t flags_mtu, std::vector<std::uint8_t> data = {}) {
+    std::vector<std::uint8_t> f(8 + data.size());
+    const std::uint8_t head[8] = {'w', 'Q', 1, static_cast<std::uint8_t>(4 + data.size()), flags_mtu, 0x21, 0x43, 0x05};
+    std::copy(std::begin(head), std::end(head), f.begin());
+    std::copy(data.begin(), data.end(), f.begin() + 8);
     return f;
 }
 
@@ -282,33 +293,33 @@ BOOST_AUTO_TEST_CASE(listener_refuses_garbage_private_data_and_serves_the_next_c
         }
     });
 
-    Side probe;  // its address, spoiled field by field
+    Side probe;  // an old-style frame: a whole QP address
     struct Case {
         const char* what;
         std::vector<std::uint8_t> data;
         const char* refusal;  // words the listener's refusal must hold
+        std::uint32_t qp_num = 0x1234;
     };
+    const std::uint8_t roce = 0x01 | (3 << 4);  // GID present, MTU 1024
     const Case cases[] = {
-        {"no private data", {}, "holds no weft QP address"},
+        {"no private data", {}, "holds no weft connect request"},
         // The listener is told the whole 56-byte field, zero-filled: three bytes read as an empty frame.
-        {"3 bytes", bytes({'w', 'C', 1}), "0-byte QP address"},
-        {"another protocol's bytes", bytes({'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P'}), "holds no weft QP address"},
-        {"frame version 7", field(7, 40), "version 7"},
-        {"an empty frame", field(1, 0), "0-byte QP address"},
-        {"a frame claiming 200 bytes", field(1, 200, 0xaa), "claims 200 bytes"},
-        {"an oversized address", field(1, 52, 0xaa), "52-byte QP address"},
-        {"40 bytes of junk", field(1, 40, 0xaa), "bad magic"},
-        {"a bad checksum", [&] { auto f = framed_address(probe.qp, {}); f[4 + 30] ^= 1; return f; }(),
-         "checksum mismatch"},
-        {"QP number 1", framed_address(probe.qp, {{28, {1, 0, 0, 0}}}), "QP number 1 is outside"},
-        {"PSN 2^24", framed_address(probe.qp, {{32, {0, 0, 0, 1}}}), "PSN 16777216"},
-        {"MTU code 9", framed_address(probe.qp, {{7, {9}}}), "MTU code 9"},
-        {"a zero GID", framed_address(probe.qp, {{8, std::vector<std::uint8_t>(16, 0)}}), "all zeros"},
-        {"no GID on an Ethernet port", framed_address(probe.qp, {{5, {0}}, {24, {1, 0}}}), "has no GID"},
+        {"3 bytes", bytes({'w', 'Q', 1}), "0-byte connect request"},
+        {"another protocol's bytes", bytes({'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P'}),
+         "holds no weft connect request"},
+        {"a whole QP address, as an answer carries", framed_address(probe.qp, {}), "holds no weft connect request"},
+        {"frame version 7", field(7, 4, 0, 'Q'), "version 7"},
+        {"an empty frame", field(1, 0, 0, 'Q'), "0-byte connect request"},
+        {"a frame claiming 200 bytes", field(1, 200, 0xaa, 'Q'), "claims 200 bytes"},
+        {"unknown flags", framed_request(0xaa), "unknown flags"},
+        {"MTU code 9", framed_request(0x91), "MTU code 9"},
+        {"MTU code 0", framed_request(0x01), "MTU code 0"},
+        {"no GID on an Ethernet port", framed_request(3 << 4), "GID"},
+        {"QP number 1", framed_request(roce, {1, 2, 3}), "QP number 1 is outside", 1},
     };
     for (const Case& c : cases) {
         BOOST_TEST_CONTEXT(c.what) {
-            const Answer a = raw_connect(ip, port, c.data);
+            const Answer a = raw_connect(ip, port, c.data, c.qp_num);
             BOOST_TEST(a.event == RDMA_CM_EVENT_REJECTED, rdma_event_str(a.event));
             const std::string text = refusal_text(a);
             BOOST_TEST_MESSAGE(c.what << ": " << text);

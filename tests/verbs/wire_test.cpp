@@ -8,6 +8,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -220,18 +221,72 @@ BOOST_AUTO_TEST_CASE(version_and_length_are_checked) {
     f[3] = 200;  // more than the field holds
     BOOST_TEST(contains(wire::decode_frame(f.data(), f.size(), wire::FrameKind::address, payload),
                         "claims 200 bytes of payload but holds 52"));
-    f[3] = 52;  // oversized for an address, though it fits the field
+    f[3] = 39;  // too short for an address
     BOOST_TEST(contains(wire::decode_frame(f.data(), f.size(), wire::FrameKind::address, payload),
-                        "52-byte QP address (accepted: 40 bytes)"));
+                        "39-byte answer (accepted: a 40-byte QP address and at most 48 bytes of reply)"));
     f[3] = 0;  // an empty frame
     BOOST_TEST(contains(wire::decode_frame(f.data(), f.size(), wire::FrameKind::address, payload),
-                        "0-byte QP address"));
+                        "0-byte answer"));
+    std::vector<std::uint8_t> rep(196, 0);  // a REP's field: room for more than an answer may hold
+    std::memcpy(rep.data(), f.data(), 3);
+    rep[3] = 40 + 49;
+    BOOST_TEST(contains(wire::decode_frame(rep.data(), rep.size(), wire::FrameKind::address, payload),
+                        "89-byte answer"));
+    rep[3] = 40 + 48;
+    BOOST_TEST(wire::decode_frame(rep.data(), rep.size(), wire::FrameKind::address, payload).empty());
+    BOOST_TEST(payload.size() == 88u);
+    payload = {};
     BOOST_TEST(payload.empty());
     // An empty refusal is a refusal with no words.
     BOOST_TEST(wire::decode_frame(f.data(), 4, wire::FrameKind::address, payload) != "");
     const auto empty_refusal = frame_bytes({'w', 'R', 1, 0});
     BOOST_TEST(wire::decode_frame(empty_refusal.data(), 4, wire::FrameKind::refusal, payload).empty());
     BOOST_TEST(payload.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_connect_request_round_trips_with_its_private_data) {
+    std::vector<std::byte> data(wire::max_private_data);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(255 - i);
+    wire::Request r;
+    r.has_gid = true;
+    r.mtu = IBV_MTU_4096;
+    r.psn = 0xabcdef;
+    r.private_data = data;
+    const auto payload = wire::encode_request(r);
+    BOOST_TEST(payload.size() == wire::request_fixed + wire::max_private_data);
+    const auto f = wire::encode_frame(wire::FrameKind::request, payload, 56);
+    BOOST_TEST(f.size() == 56u);  // the whole of a REQ's private data
+    std::span<const std::byte> got;
+    BOOST_REQUIRE(wire::decode_frame(f.data(), f.size(), wire::FrameKind::request, got).empty());
+    wire::Request back;
+    BOOST_REQUIRE(wire::decode_request(got, back).empty());
+    BOOST_TEST(back.has_gid);
+    BOOST_TEST(back.mtu == IBV_MTU_4096);
+    BOOST_TEST(back.psn == 0xabcdefu);
+    BOOST_TEST(std::equal(back.private_data.begin(), back.private_data.end(), data.begin(), data.end()));
+    // No private data: four bytes of request.
+    r.private_data = {};
+    r.has_gid = false;
+    BOOST_REQUIRE(wire::decode_request(wire::encode_request(r), back).empty());
+    BOOST_TEST(!back.has_gid);
+    BOOST_TEST(back.private_data.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_connect_request_is_refused_naming_the_field) {
+    wire::Request r;
+    const auto flags_mtu = [](std::uint8_t b) { return std::vector<std::byte>{std::byte{b}, std::byte{1}, std::byte{2}, std::byte{3}}; };
+    BOOST_TEST(wire::decode_request(flags_mtu(0x31), r).empty());
+    BOOST_TEST(contains(wire::decode_request(flags_mtu(0x33), r), "unknown flags"));
+    BOOST_TEST(contains(wire::decode_request(flags_mtu(0x01), r), "MTU code 0 (accepted: 1..5)"));
+    BOOST_TEST(contains(wire::decode_request(flags_mtu(0x61), r), "MTU code 6"));
+    BOOST_TEST(contains(wire::decode_request(std::vector<std::byte>(3), r), "a connect request of 3 bytes"));
+    BOOST_TEST(contains(wire::decode_request(std::vector<std::byte>(4 + wire::max_private_data + 1), r),
+                        "of 53 bytes (accepted: 4 to 52)"));
+    // A request framed as an answer, or the other way round, is not taken.
+    std::span<const std::byte> payload;
+    const auto req = wire::encode_frame(wire::FrameKind::request, flags_mtu(0x31), 56);
+    BOOST_TEST(contains(wire::decode_frame(req.data(), req.size(), wire::FrameKind::address, payload),
+                        "holds no weft QP address"));
 }
 
 BOOST_AUTO_TEST_CASE(refusal_text_is_cut_to_the_field_and_shown_printable) {

@@ -24,6 +24,7 @@
 #include <weft/completion.hpp>
 #include <weft/config.hpp>
 #include <weft/domain.hpp>
+#include <weft/listener.hpp>
 #include <weft/memory.hpp>
 #include <weft/request.hpp>
 #include <weft/status.hpp>
@@ -95,9 +96,15 @@ std::string sockaddr_text(const ::sockaddr* sa);
 class ListenerImpl {
 public:
     virtual ~ListenerImpl() = default;
-    /// Connects `qp` (a fresh QP of this listener's domain; the core has checked both) to the next peer.
-    /// Throws weft::Error with std::errc::timed_out when no peer came within `timeout`.
-    virtual void accept(QpImpl& qp, std::chrono::milliseconds timeout) = 0;
+    /// Connects `qp` (a fresh QP of this listener's domain; the core has checked both) to the next peer
+    /// whose private data `decide` accepts, sending the reply it returns (checked against max_private_data
+    /// by the core's wrapper: the backend sends what it gets), calling `decide` before touching `qp`. A
+    /// `decide` that throws refuses that peer, with the exception's text, and accept() rethrows it, `qp`
+    /// still fresh. Peers the backend itself cannot use are refused and the wait goes on. Returns the
+    /// accepted peer's private data. Throws
+    /// weft::Error with std::errc::timed_out when no peer came within `timeout`.
+    virtual std::vector<std::byte> accept(QpImpl& qp, std::chrono::milliseconds timeout,
+                                          const AcceptReply& decide) = 0;
     /// The bound address as "host:port".
     virtual std::string address() const = 0;
 
@@ -123,15 +130,18 @@ public:
     /// naming the backend and the alternative (QueuePair::address() exchanged out of band).
     virtual std::unique_ptr<ListenerImpl> listen(const HostPort& where);
     /// Optional (Feature::listener): connects `qp` (fresh, of this domain) to the listener at `where`,
-    /// waiting up to `timeout`. The default throws like listen().
-    virtual void connect_to(QpImpl& qp, const HostPort& where, std::chrono::milliseconds timeout);
+    /// waiting up to `timeout`, carrying `private_data` (the core has checked its size against
+    /// caps.max_private_data); returns the listener's reply. The default throws like listen().
+    virtual std::vector<std::byte> connect_to(QpImpl& qp, const HostPort& where, std::chrono::milliseconds timeout,
+                                              std::span<const std::byte> private_data);
 
     Capabilities caps{};
     Config config{};
 };
 
 /// Version 2: DomainImpl::listen/connect_to, QpImpl::domain, ListenerImpl.
-inline constexpr std::uint32_t plugin_abi_version = 2;
+/// Version 3: private data on ListenerImpl::accept and DomainImpl::connect_to, Capabilities::max_private_data.
+inline constexpr std::uint32_t plugin_abi_version = 3;
 
 /// A backend's registration record.
 struct Plugin {

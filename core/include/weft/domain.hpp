@@ -75,6 +75,9 @@ struct Capabilities {
     std::uint32_t max_cqe = 0;      ///< largest CompletionQueue depth
     std::uint64_t max_msg_size = 0; ///< largest message of one request, in bytes
     std::uint64_t max_mr_size = 0;  ///< largest registered region, in bytes
+    /// Largest private data weft::connect and Listener::accept carry each way, in bytes (0 without
+    /// Feature::listener); see weft/listener.hpp.
+    std::uint32_t max_private_data = 0;
 
     /// Whether the domain has optional feature `f`.
     bool has(Feature f) const noexcept { return (features & static_cast<std::uint32_t>(f)) != 0; }

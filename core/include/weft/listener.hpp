@@ -10,7 +10,20 @@
 // program that plays both roles runs one of them in another thread. They are a convenience on top of
 // address exchange, not a second connection model: the handshake carries each QP's address() to the other
 // side, which passes it to connect(bytes); after it, the QPs are as if connected by hand, and the
-// listener/connector keeps nothing for them. What the host part means is the backend's:
+// listener/connector keeps nothing for them.
+//
+// Private data: a few bytes each side hands the other with the connection, as rdma_cm's conn_param carries
+// them: a protocol version, a tenant, a memory descriptor (RemoteRegion::encode(), 36 bytes).
+//
+//   auto theirs = weft::connect(qp, where, 5s, my_descriptor);   // the listener's reply
+//   auto mine   = lis.accept(qp, 5s, [&](std::span<const std::byte> request) { ... return reply; });
+//
+// Each side receives exactly the bytes the other sent (none when it sent none), up to
+// Capabilities::max_private_data (56 on sim and ofi; 48 on verbs, rdma_cm's 56 bytes of a connect request
+// less the 8 that frame it and carry what the CM does not of the QP; 48 on sim:profile=rxe too). More is
+// refused before anything is sent.
+//
+// What the host part means is the backend's:
 //   verbs  an IP address (or name) of the RDMA device's network interface, through rdma_cm: "192.0.2.1:7471",
 //          "[fe80::1%d0]:7471", "0.0.0.0:0" (any address, a free port)
 //   sim    a name in the simulated fabric, registered while the Listener lives: "server:1", "conformance:0"
@@ -19,9 +32,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <weft/domain.hpp>
 
@@ -30,6 +47,12 @@ namespace weft {
 namespace detail {
 class ListenerImpl;
 }  // namespace detail
+
+/// Decides what a listener answers a connector: called with the connector's private data (as many bytes as
+/// it sent), returns the reply (at most Capabilities::max_private_data bytes). It runs before the QP is
+/// touched. Throwing refuses that connector (its connect() fails std::errc::connection_refused with the
+/// exception's text) and accept() rethrows the exception; the QP stays fresh for the next accept().
+using AcceptReply = std::function<std::vector<std::byte>(std::span<const std::byte> request)>;
 
 /// A bound, listening endpoint that connects fresh QPs to peers calling weft::connect(). Move-only; one
 /// thread at a time may call accept(). Destroying it stops listening and refuses connects not yet accepted.
@@ -53,7 +76,16 @@ public:
     /// peer came in time, Errc::invalid_state for a QP that is not fresh, Errc::invalid_argument for a QP of
     /// another domain, the backend's code when the handshake fails. After a failure, a QP still in state
     /// init may be used again; one that got further is half connected: destroy it.
-    void accept(QueuePair& qp, std::chrono::milliseconds timeout);
+    /// Returns the connector's private data (see weft::connect); `reply` goes back to the connector, which
+    /// connect() returns. A reply longer than Capabilities::max_private_data throws Errc::invalid_argument
+    /// before anything is waited for.
+    std::vector<std::byte> accept(QueuePair& qp, std::chrono::milliseconds timeout,
+                                  std::span<const std::byte> reply = {});
+
+    /// Like accept(qp, timeout, reply), with the reply computed from the connector's private data by
+    /// `decide` (see AcceptReply); a reply it returns longer than Capabilities::max_private_data refuses
+    /// that connector and throws Errc::invalid_argument, as if `decide` had thrown it.
+    std::vector<std::byte> accept(QueuePair& qp, std::chrono::milliseconds timeout, const AcceptReply& decide);
 
     /// The address actually bound, "host:port" or "[v6host]:port", with the port the system chose when
     /// port 0 was asked for. A peer passes it to weft::connect().
@@ -77,6 +109,9 @@ Listener listen(Domain& domain, std::string_view host_port);
 /// listens there (or the listener refused), std::errc::timed_out when no accept() came in time,
 /// std::errc::host_unreachable (verbs) when no route leads there, Errc::not_supported without
 /// Feature::listener. After a failure, a QP still in state init may be used again; destroy any other.
-void connect(QueuePair& qp, std::string_view host_port, std::chrono::milliseconds timeout);
+/// `private_data` (at most Capabilities::max_private_data bytes, else Errc::invalid_argument before anything
+/// is sent) reaches the listener's accept(); returns the listener's reply.
+std::vector<std::byte> connect(QueuePair& qp, std::string_view host_port, std::chrono::milliseconds timeout,
+                               std::span<const std::byte> private_data = {});
 
 }  // namespace weft
