@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(destroying_a_crashed_nodes_qp_with_sends_in_flight_is_no_mi
     fab.clear_misuse();
 }
 
-// Regression (the fault soak, seed 305): a read or atomic the responder executed after its requester had
+// Regression (the fault soak, seed 1783): a read or atomic the responder executed after its requester had
 // crashed (deferred: reorder=read_after_write) still wrote its result into the crashed node's memory.
 BOOST_AUTO_TEST_CASE(a_crashed_node_takes_no_read_or_atomic_result_in) {
     int crashed_with_a_result_pending[2] = {0, 0};

@@ -1,5 +1,6 @@
-// Fault soak: four nodes, every pair connected, a mixed workload (writes, sends, reads, fetch_adds) under
-// packet loss, duplication and delay and every legal reordering, with, seeded per run:
+// Fault soak: four nodes, every pair connected, a mixed workload of every opcode (writes and sends, with
+// immediate data or not, reads, fetch_adds, compare_swaps) under packet loss, duplication and delay and
+// every legal reordering, with, seeded per run:
 //  - injected setup failures: register_memory and create_qp fail (resource_exhausted); the program retries
 //    a registration, and retries a QP once before it gives the connection up;
 //  - links cut for a while (shorter or longer than the retry budget), cut and healed later, or cut for good;
@@ -17,10 +18,13 @@
 //  - a write that completed success is at its target; one flushed because it was posted in error, or never
 //    posted, never took effect (one that failed in flight, or never completed, may or may not have);
 //  - every byte no request targeted is untouched, and a crashed node's memory never changes after the crash;
-//  - the receives of a QP hold, in order, every send that completed success, possibly sends that failed or
-//    never completed, never one posted in error, and nothing else;
+//  - the receives of a QP hold, in order, every send and write with immediate that completed success,
+//    possibly ones that failed or never completed, never one posted in error, and nothing else; a write
+//    with immediate's data is in place when its receive completes;
 //  - each node's counter counts every fetch_add that completed success against it, at most those that
 //    failed or never completed besides, none posted in error, and the successful ones fetched distinct values;
+//  - a compare_swap (from 0 to its tag, on a word of its own) that succeeded fetched 0 and stored its tag,
+//    one that failed or never completed may have stored it, one posted in error did not;
 //  - a successful read returns the (never written) bytes it read.
 // A memory region is never released while in use (a misuse, not a fault); the sweep fails a seed on any
 // misuse the simulator reports. At the end it prints the faults injected per kind, the seeds and the time.
@@ -45,17 +49,24 @@ namespace {
 constexpr int nodes = 4;
 constexpr std::size_t requests_per_qp = 24;
 constexpr std::size_t window = 6;  // requests in flight per QP
-// Node memory (64 KiB): [0, 16K) write slots, 8 bytes per (peer, request); [16K, 32K) receive buffers,
+// Node memory (64 KiB): [0, 8K) write slots, 8 bytes per (peer, request); [8K, 16K) compare_swap slots,
+// likewise; [16K, 32K) receive buffers,
 // 64 bytes per (peer, request); [32K, 40K) a constant pattern reads fetch; 40K the fetch_add counter;
 // [48K, 64K) the requester's own sources and results.
-constexpr std::size_t write_base = 0, recv_base = 16384, pattern_base = 32768, counter_at = 40960,
+constexpr std::size_t write_base = 0, cas_base = 8192, recv_base = 16384, pattern_base = 32768, counter_at = 40960,
                       own_base = 49152, buffer = 65536;
 constexpr std::size_t slot_of(int peer, std::size_t k) { return static_cast<std::size_t>(peer) * requests_per_qp + k; }
 // QpOptions::timeout 8 is ~1 ms; retry_cnt 7 gives up after ~8.4 ms: cuts and stalls of up to 12 ms end
 // on both sides of it.
 constexpr std::uint64_t longest_outage_ns = 12'000'000;
 
-enum class Kind { write, send, read, add, bad };
+// write_imm, send_imm and cas stand in for write, send and add in a third of the cases.
+enum class Kind { write, send, read, add, bad, write_imm, send_imm, cas };
+constexpr bool consumes_recv(Kind k) { return k == Kind::send || k == Kind::send_imm || k == Kind::write_imm; }
+// The tag of request k from node `from` to node `to`; its low 32 bits (k) are the immediate data.
+constexpr std::uint64_t tag_of(int from, int to, std::size_t k) {
+    return (std::uint64_t{1} << 63) | (std::uint64_t(from) << 48) | (std::uint64_t(to) << 40) | k;
+}
 
 struct Request {
     Kind kind;
@@ -74,7 +85,7 @@ struct Endpoint {  // one side of one connection
     std::uint32_t qpn = 0;  // kept after the QP is destroyed, for its late completions
     std::vector<Request> plan;
     std::size_t posted = 0, completed = 0, recvs_done = 0;
-    std::vector<std::uint64_t> received;  // tags of sends that arrived here, in order
+    std::vector<std::uint64_t> received;  // tags of sends and writes with immediate that arrived here, in order
     bool peer_dead = false;       // the peer node crashed, its QP was destroyed, or the link is cut for good
     bool destroy_wanted = false;  // the program means to destroy the QP once that is legal
     bool destroyed = false;
@@ -111,6 +122,7 @@ struct Strike {
 
 void run_soak(const testing::Seed& s) {
     std::mt19937_64 rng(s.value * 0x9e3779b97f4a7c15ull);
+    std::mt19937_64 variants(s.value ^ 0x5bd1e995u);  // apart, so that adding opcodes moved no other choice
     auto below = [&rng](std::uint64_t n) { return rng() % n; };
     auto other_node = [&](int a) { return static_cast<int>((a + 1 + below(nodes - 1)) % nodes); };
     std::vector<std::unique_ptr<Node>> node;
@@ -187,12 +199,18 @@ void run_soak(const testing::Seed& s) {
             totals.forged_keys += breaks;
             totals.requests += requests_per_qp;
             for (std::size_t k = 0; k < requests_per_qp; ++k) {
-                const Kind kind = k == bad_at ? Kind::bad : static_cast<Kind>(below(4));
-                e.plan.push_back({kind, (std::uint64_t{1} << 63) | (std::uint64_t(i) << 48) | (std::uint64_t(j) << 40) | k});
+                Kind kind = k == bad_at ? Kind::bad : static_cast<Kind>(below(4));
+                if (variants() % 3 == 0) {
+                    if (kind == Kind::write) kind = Kind::write_imm;
+                    else if (kind == Kind::send) kind = Kind::send_imm;
+                    else if (kind == Kind::add) kind = Kind::cas;
+                }
+                e.plan.push_back({kind, tag_of(i, j, k)});
             }
-            // The peer posts a receive for every send of the plan, each in its own buffer.
+            // The peer posts a receive for every send and write with immediate of the plan, each in its
+            // own buffer.
             for (std::size_t k = 0; k < requests_per_qp; ++k) {
-                if (e.plan[k].kind != Kind::send) continue;
+                if (!consumes_recv(e.plan[k].kind)) continue;
                 auto& r = ep[j][i];
                 const std::size_t at = recv_base + slot_of(i, k) * 64 / 2;  // 32 bytes each
                 BOOST_REQUIRE(r.qp.post_recv({recv(k, node[j]->mr.slice(at, 32))}));
@@ -318,13 +336,24 @@ void run_soak(const testing::Seed& s) {
                 case Kind::write:
                     st = e.qp.post_send({write(k, me.mr.slice(own, 8), remote.slice(write_base + slot_of(e.self, k) * 8, 8))});
                     break;
+                case Kind::write_imm:
+                    st = e.qp.post_send({write(k, me.mr.slice(own, 8), remote.slice(write_base + slot_of(e.self, k) * 8, 8))
+                                             .with_imm(static_cast<std::uint32_t>(r.tag))});
+                    break;
                 case Kind::send: st = e.qp.post_send({send(k, me.mr.slice(own, 8))}); break;
+                case Kind::send_imm:
+                    st = e.qp.post_send({send(k, me.mr.slice(own, 8)).with_imm(static_cast<std::uint32_t>(r.tag))});
+                    break;
                 case Kind::read:
                     st = e.qp.post_send({read(k, me.mr.slice(own + 8, 16),
                                               remote.slice(pattern_base + (k * 64) % 8000, 16))});
                     break;
                 case Kind::add:
                     st = e.qp.post_send({fetch_add(k, me.mr.slice(own + 8, 8), remote.slice(counter_at, 8), 1)});
+                    break;
+                case Kind::cas:  // each in a slot of its own: from 0 to its tag, once
+                    st = e.qp.post_send({compare_swap(k, me.mr.slice(own + 8, 8),
+                                                      remote.slice(cas_base + slot_of(e.self, k) * 8, 8), 0, r.tag)});
                     break;
                 case Kind::bad: {
                     const RemoteRegion forged(remote.addr(), 8, remote.rkey() ^ 0x5a5a00, remote.backend());
@@ -354,8 +383,18 @@ void run_soak(const testing::Seed& s) {
             ++e.recvs_done;
             if (c.ok()) {
                 std::uint64_t tag = 0;
-                std::memcpy(&tag, &node[i]->mem[recv_base + slot_of(peer, c.id) * 64 / 2], 8);
                 BOOST_TEST(c.byte_len == 8u);
+                if (c.opcode == Opcode::recv_rdma_with_imm) {
+                    // A write with immediate: its data is in place when its receive completes.
+                    BOOST_TEST(c.has_imm);
+                    tag = tag_of(peer, i, c.imm);
+                    std::uint64_t v = 0;
+                    if (c.imm < requests_per_qp) std::memcpy(&v, &node[i]->mem[write_base + slot_of(peer, c.imm) * 8], 8);
+                    BOOST_TEST(v == tag, i << "<-" << peer << ": write with immediate " << c.imm << " completed before its data");
+                } else {
+                    std::memcpy(&tag, &node[i]->mem[recv_base + slot_of(peer, c.id) * 64 / 2], 8);
+                    if (c.has_imm) BOOST_TEST(c.imm == static_cast<std::uint32_t>(tag), i << "<-" << peer << ": " << c);
+                }
                 e.received.push_back(tag);
             }
             return;
@@ -431,8 +470,15 @@ void run_soak(const testing::Seed& s) {
                            i << "->" << j << " request " << k << ": " << to_string(r.status));
                 BOOST_TEST((!ok || !r.posted_to_dead),
                            i << "->" << j << " request " << k << " succeeded though posted after its peer was gone");
+                if (consumes_recv(r.kind)) {
+                    const bool arrived = send_index < received.size() && received[send_index] == r.tag;
+                    if (arrived) ++send_index;
+                    if (ok) BOOST_TEST(arrived, i << "->" << j << " request " << k << " succeeded but its receive is missing");
+                    else if (!maybe) BOOST_TEST(!arrived, i << "->" << j << " request " << k << " posted in error (or never) arrived");
+                }
                 switch (r.kind) {
-                    case Kind::write: {
+                    case Kind::write:
+                    case Kind::write_imm: {
                         const std::size_t at = write_base + slot_of(i, k) * 8;
                         std::fill_n(targeted[j].begin() + static_cast<long>(at), 8, true);
                         std::uint64_t v = 0;
@@ -444,15 +490,10 @@ void run_soak(const testing::Seed& s) {
                                                    << ", in error: " << r.posted_in_error << ") but took effect");
                         break;
                     }
-                    case Kind::send: {
-                        const std::size_t at = recv_base + slot_of(i, k) * 64 / 2;
-                        std::fill_n(targeted[j].begin() + static_cast<long>(at), 32, true);
-                        const bool arrived = send_index < received.size() && received[send_index] == r.tag;
-                        if (arrived) ++send_index;
-                        if (ok) BOOST_TEST(arrived, i << "->" << j << " send " << k << " succeeded but its receive is missing");
-                        else if (!maybe) BOOST_TEST(!arrived, i << "->" << j << " send " << k << " posted in error (or never) arrived");
+                    case Kind::send:
+                    case Kind::send_imm:
+                        std::fill_n(targeted[j].begin() + static_cast<long>(recv_base + slot_of(i, k) * 64 / 2), 32, true);
                         break;
-                    }
                     case Kind::read:
                         if (ok) {
                             BOOST_TEST(std::memcmp(&node[i]->mem[own + 8],
@@ -469,12 +510,24 @@ void run_soak(const testing::Seed& s) {
                             ++maybe_adds[j];
                         }
                         break;
+                    case Kind::cas: {
+                        const std::size_t at = cas_base + slot_of(i, k) * 8;
+                        std::fill_n(targeted[j].begin() + static_cast<long>(at), 8, true);
+                        std::uint64_t v = 0, old = 0;
+                        std::memcpy(&v, &node[j]->mem[at], 8);
+                        std::memcpy(&old, &node[i]->mem[own + 8], 8);
+                        // Applied once when it succeeded (a second execution would have fetched the tag).
+                        if (ok) BOOST_TEST((v == r.tag && old == 0u), i << "->" << j << " compare_swap " << k << ": " << v << ", fetched " << old);
+                        else if (maybe) BOOST_TEST((v == 0u || v == r.tag), i << "->" << j << " compare_swap " << k << " wrong");
+                        else BOOST_TEST(v == 0u, i << "->" << j << " compare_swap " << k << " took effect though posted in error (or never)");
+                        break;
+                    }
                     case Kind::bad:
                         BOOST_TEST(!ok, "a write with a forged key succeeded");
                         break;
                 }
             }
-            BOOST_TEST(send_index == received.size(), i << "->" << j << ": receives that match no send");
+            BOOST_TEST(send_index == received.size(), i << "->" << j << ": receives that match no request");
         }
     }
     for (int j = 0; j < nodes; ++j) {
@@ -538,11 +591,11 @@ BOOST_AUTO_TEST_CASE(four_nodes_under_faults_keep_every_rc_promise) {
 }
 
 // Regressions, the seeds that found simulator bugs: seed 2 crashes node 1 with sends in flight, and tearing
-// its QPs down was reported as a misuse; seed 305 crashes node 2 while a fetch_add or read it asked for is
+// its QPs down was reported as a misuse; seed 1783 crashes node 3 while a fetch_add or read it asked for is
 // deferred at its peer, and the result still landed in the crashed node's memory (tests/sim/fault_test.cpp
 // has a case for each).
-BOOST_AUTO_TEST_CASE(seeds_2_and_305_crash_a_node_with_requests_in_flight) {
-    for (const std::uint64_t seed : {2, 305}) {
+BOOST_AUTO_TEST_CASE(seeds_2_and_1783_crash_a_node_with_requests_in_flight) {
+    for (const std::uint64_t seed : {2, 1783}) {
         testing::SweepOptions o;
         o.base = "sim:fabric=soak,drop=0.02,duplicate=0.02,delay=0.05,delay_ns=5000";
         o.first = seed;
