@@ -265,6 +265,8 @@ public:
     }
     /// Whether the link between two nodes carries packets at time `t` (cuts, crashes).
     bool link_up(std::uint32_t a, std::uint32_t b, std::uint64_t t) const noexcept;
+    /// Whether `node` crashed (Fabric::crash): it takes nothing in any more, read responses included.
+    bool node_crashed(std::uint32_t node) const noexcept { return node < crashed.size() && crashed[node]; }
 
     struct Cut {
         std::uint32_t a, b;

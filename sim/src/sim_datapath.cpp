@@ -981,7 +981,10 @@ void SimQp::execute_response(SimQp& q, std::uint64_t msn) noexcept {
     if (w.opcode == Opcode::fetch_add) value = old + w.compare_add;
     else if (old == w.compare_add) value = w.swap;
     std::memcpy(reinterpret_cast<void*>(w.remote_addr), &value, 8);
-    std::memcpy(reinterpret_cast<void*>(dst[0].addr), &old, 8);
+    // The result lands as the response leaves (a shortcut of the model), unless the requester crashed: a
+    // crashed node takes nothing in (a read or atomic it asked for can execute after its crash: deferred,
+    // or held up by a stall).
+    if (!fabric_.node_crashed(q.domain_->node())) std::memcpy(reinterpret_cast<void*>(dst[0].addr), &old, 8);
     send_ack(q.qp_num, msn, WcStatus::success, 8);
 }
 
@@ -1030,7 +1033,7 @@ bool SimQp::respond_packet() noexcept {
         return false;
     }
     const LocalSegment from = contiguous(w.remote_addr, w.length);
-    copy_range({&from, 1}, dst, offset, n);
+    if (!fabric_.node_crashed(q->domain_->node())) copy_range({&from, 1}, dst, offset, n);  // as for atomics
     if (++response_.next == response_.packets) {
         // The last packet left: the response arrives one latency after the whole of it was sent.
         response_.active = false;

@@ -105,7 +105,9 @@ public:
     void cut(const Domain& a, const Domain& b, std::chrono::nanoseconds duration = forever);
     /// Restores a link cut with cut().
     void heal(const Domain& a, const Domain& b);
-    /// The node of `domain` stops for good: it sends, receives and completes nothing more.
+    /// The node of `domain` stops for good: it sends, receives and completes nothing more (its memory stays
+    /// as it was, even for a read or atomic its peer executes later), and its QPs may be destroyed with
+    /// sends in flight without a misuse report.
     void crash(const Domain& domain);
     /// The node of `domain` takes up no incoming request for `duration`; requests wait, in order.
     void stall(const Domain& domain, std::chrono::nanoseconds duration);
