@@ -85,6 +85,27 @@ void QueuePair::connect(std::span<const std::byte> peer) {
               peer.size(), std::string(to_string(impl_->state())).c_str());
 }
 
+void QueuePair::disconnect() {
+    if (!impl_) empty_handle("QueuePair::disconnect");
+    const std::string& backend = impl_->domain ? impl_->domain->caps.backend : std::string();
+    if (const QpState s = impl_->state(); s == QpState::init || s == QpState::reset) {
+        throw Error(Errc::invalid_state,
+                    "QP " + std::to_string(impl_->qp_num) + " is in state " + std::string(to_string(s)) +
+                        "; only a connected QP can be disconnected (destroy it instead)",
+                    backend, "QueuePair::disconnect");
+    }
+    impl_->disconnect();
+    WEFT_LOGF(core, debug, "QP %u disconnected", impl_->qp_num);
+}
+
+void detail::QpImpl::disconnect() {
+    const std::string backend = domain ? domain->caps.backend : std::string("this backend");
+    throw Error(Errc::not_supported,
+                backend + " cannot tell a peer that the connection closed (no Feature::disconnect); destroy the "
+                          "QP, and the peer learns from its requests' transport_retry_exceeded",
+                backend, "QueuePair::disconnect");
+}
+
 QpState QueuePair::state() const noexcept { return impl_ ? impl_->state() : QpState::reset; }
 std::uint32_t QueuePair::qp_num() const noexcept { return impl_ ? impl_->qp_num : 0; }
 

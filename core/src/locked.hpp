@@ -61,6 +61,10 @@ public:
     std::vector<std::byte> address() const override { return inner_->address(); }
     void connect(std::span<const std::byte> peer) override { inner_->connect(peer); }
     QpState state() const noexcept override { return inner_->state(); }
+    void disconnect() override {
+        std::scoped_lock lock(send_mu_, recv_mu_);
+        inner_->disconnect();
+    }
     QpImpl& inner() noexcept { return *inner_; }
 
 private:

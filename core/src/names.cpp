@@ -142,6 +142,7 @@ std::string_view to_string(Feature f) noexcept {
         case Feature::remote_access_check: return "remote_access_check";
         case Feature::zero_length: return "zero_length";
         case Feature::listener: return "listener";
+        case Feature::disconnect: return "disconnect";
     }
     return "unknown_feature";
 }

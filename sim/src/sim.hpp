@@ -84,6 +84,7 @@ enum class EventKind : std::uint8_t {
     place,      ///< the next packet of the message responder `qpn` is receiving lands
     deferred,   ///< responder `qpn` executes the read or atomic it deferred
     respond,    ///< responder `qpn` reads the next packet of the read response it is sending
+    disconnect, ///< QP `peer` disconnected: the notice reaches its peer `qpn` (as a CM DREQ, on its own path)
 };
 
 struct Event {
@@ -503,6 +504,7 @@ public:
     std::vector<std::byte> address() const override;
     void connect(std::span<const std::byte> peer) override;
     QpState state() const noexcept override;
+    void disconnect() override;
 
     // data path (sim_datapath.cpp)
     PostStatus post_send(std::span<const SendRequest> batch) noexcept override;
@@ -518,6 +520,8 @@ public:
     bool drop_if_stale(const Event& e) noexcept;
     void on_deferred(const Event& e) noexcept;
     void on_respond(const Event& e) noexcept;
+    /// The peer disconnected: this QP goes to error.
+    void on_disconnect(const Event& e) noexcept;
     /// Moves the QP to error because its CQ overran.
     void on_cq_error() noexcept { enter_error(); }
     bool uses_cq(const SimCq* cq) const noexcept { return send_cq_.get() == cq || recv_cq_.get() == cq; }
@@ -621,6 +625,7 @@ private:
     bool timer_pending_ = false;      ///< a timeout event of generation timer_gen_ is in the heap
     bool nak_sent_ = false;  ///< responder: a NAK is outstanding, out-of-sequence messages are dropped silently
     std::uint32_t remote_qpn_ = 0;
+    bool told_peer_ = false;  ///< disconnect() has sent its notice
     std::uint32_t max_sge_ = 1;
     std::uint32_t timer_gen_ = 0;
     std::uint64_t timer_due_ = 0;     ///< its time

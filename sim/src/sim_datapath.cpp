@@ -540,6 +540,28 @@ void SimQp::enter_error() noexcept {
     }
 }
 
+void SimQp::disconnect() {
+    std::lock_guard lock(fabric_.mu);
+    const std::uint64_t at = fabric_.enter_call(domain_->node(), false);
+    enter_error();
+    if (told_peer_) return;
+    told_peer_ = true;
+    // The notice travels as the CM's DREQ does, on a path of its own: it may overtake this QP's packets
+    // still on the wire, which then find the peer in error. A cut link or a crashed peer loses it.
+    Event ev;
+    ev.kind = EventKind::disconnect;
+    ev.time = std::max(fabric_.now, at) + fabric_.params.latency_ns + path_ns_;
+    ev.qpn = remote_qpn_;
+    ev.peer = qp_num;
+    ev.from_node = domain_->node();
+    fabric_.schedule(ev);
+}
+
+void SimQp::on_disconnect(const Event& e) noexcept {
+    if (e.peer != remote_qpn_ || state_ == QpState::init) return;  // not this QP's peer
+    enter_error();
+}
+
 void SimQp::flush_send_from(std::uint64_t first) noexcept {
     for (std::uint64_t i = first; i < sq_posted_; ++i) emit_send(i, WcStatus::flushed);
     sq_completed_ = sq_next_tx_ = sq_posted_;

@@ -125,7 +125,8 @@ SimDomain::SimDomain(std::shared_ptr<FabricState> fabric, const Params& params) 
     caps.features = static_cast<std::uint32_t>(
         Feature::send_with_imm | Feature::write_with_imm | Feature::read | Feature::atomics | Feature::fence |
         Feature::inline_data | Feature::solicited | Feature::wait | Feature::cq_fd | Feature::rnr |
-        Feature::error_flush | Feature::remote_access_check | Feature::zero_length | Feature::listener);
+        Feature::error_flush | Feature::remote_access_check | Feature::zero_length | Feature::listener |
+        Feature::disconnect);
     caps.max_qp_wr = 32768;
     caps.max_sge = 32;
     caps.max_inline = 1024;

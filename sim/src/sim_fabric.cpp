@@ -328,14 +328,14 @@ bool FabricState::step() {
     if (!qp || qp->drop_if_stale(e)) return true;  // a destroyed QP's packets and timers, a cancelled timer: no time passes
     const std::uint32_t node = qp->domain().node();
     if (node < crashed.size() && crashed[node]) return true;  // a crashed node does nothing
-    if (e.kind == EventKind::deliver || e.kind == EventKind::ack) {
+    if (e.kind == EventKind::deliver || e.kind == EventKind::ack || e.kind == EventKind::disconnect) {
         if (!cuts.empty() || !crashed.empty()) {
             if (!link_up(e.from_node, node, e.time)) {
                 ++stats.dropped;
                 return true;
             }
         }
-        if (e.kind == EventKind::deliver && node < stalled_until.size() && stalled_until[node] > e.time) {
+        if (e.kind != EventKind::ack && node < stalled_until.size() && stalled_until[node] > e.time) {
             e.time = stalled_until[node];  // the stalled responder takes it up later, in arrival order
             schedule(e);
             return true;
@@ -351,6 +351,7 @@ bool FabricState::step() {
         case EventKind::place: qp->on_place(e); break;
         case EventKind::deferred: qp->on_deferred(e); break;
         case EventKind::respond: qp->on_respond(e); break;
+        case EventKind::disconnect: qp->on_disconnect(e); break;
     }
     if (!overrun_cqs.empty()) handle_overruns();
     return true;

@@ -67,6 +67,9 @@ public:
     virtual std::vector<std::byte> address() const = 0;
     virtual void connect(std::span<const std::byte> peer) = 0;
     virtual QpState state() const noexcept = 0;
+    /// Optional (Feature::disconnect); the core has checked that the QP was connected. The default throws
+    /// Errc::not_supported.
+    virtual void disconnect();
 
     std::uint32_t qp_num = 0;
     QpCaps caps{};
@@ -140,7 +143,8 @@ public:
 };
 
 /// Version 2: DomainImpl::listen/connect_to, QpImpl::domain, ListenerImpl.
-/// Version 3: private data on ListenerImpl::accept and DomainImpl::connect_to, Capabilities::max_private_data.
+/// Version 3: private data on ListenerImpl::accept and DomainImpl::connect_to, Capabilities::max_private_data,
+/// QpImpl::disconnect.
 inline constexpr std::uint32_t plugin_abi_version = 3;
 
 /// A backend's registration record.

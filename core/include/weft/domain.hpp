@@ -54,6 +54,7 @@ enum class Feature : std::uint32_t {
     remote_access_check = 1u << 11,  ///< bad rkey/bounds/rights produce remote_access errors
     zero_length = 1u << 12, ///< zero-length sends, writes and reads
     listener = 1u << 13,    ///< weft::listen / weft::connect by host:port (weft/listener.hpp)
+    disconnect = 1u << 14,  ///< QueuePair::disconnect tells the peer, which is not left to time out
 };
 constexpr Feature operator|(Feature a, Feature b) noexcept {
     return static_cast<Feature>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
@@ -214,6 +215,16 @@ public:
     PostStatus post_recv(std::initializer_list<RecvRequest> batch) noexcept {
         return post_recv(std::span<const RecvRequest>(batch.begin(), batch.size()));
     }
+
+    /// Closes the connection (Feature::disconnect), as rdma_disconnect does: this QP goes to error, so every
+    /// request and receive still outstanding completes flushed, in order; the peer QP is told and goes to
+    /// error too, its outstanding requests and receives completing flushed with no error before them, without
+    /// waiting for a timeout (unless the network between them is down: then it learns as from any loss).
+    /// Requests this QP had not seen acknowledged may or may not have taken effect at the peer; wait for
+    /// their completions first for a clean close. Calling it again, or on a QP already in error, only tells
+    /// the peer if it was not told yet. Throws weft::Error: Errc::invalid_state on a QP never connected,
+    /// Errc::not_supported without Feature::disconnect.
+    void disconnect();
 
     /// The QP's state (verbs meanings): init when created, rts once connected, error after a failure.
     QpState state() const noexcept;
