@@ -387,9 +387,16 @@ public:
     std::vector<std::byte> connect_to(detail::QpImpl& qp, const detail::HostPort& where,
                                       std::chrono::milliseconds timeout,
                                       std::span<const std::byte> private_data) override;
+    // asynchronous events: the context's async_fd (verbs_domain.cpp)
+    int event_fd() override;
+    bool next_event(AsyncEvent& out) override;
 
 private:
+    // Makes the context's async_fd non-blocking, once (ibv_get_async_event would block on an empty one).
+    void nonblocking_events();
+
     std::shared_ptr<Device> device_;
+    std::once_flag events_nonblocking_;
 };
 
 // ---- Helpers shared by the setup files

@@ -6,6 +6,7 @@
 #include <weft/config.hpp>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -287,7 +288,7 @@ void fill_capabilities(Device& dev, const ibv_device_attr& da, const ibv_port_at
 
     Feature f = Feature::send_with_imm | Feature::write_with_imm | Feature::read | Feature::fence |
                 Feature::solicited | Feature::wait | Feature::cq_fd | Feature::rnr | Feature::error_flush |
-                Feature::remote_access_check | Feature::zero_length;
+                Feature::remote_access_check | Feature::zero_length | Feature::async_events;
     if (c.max_inline > 0) f = f | Feature::inline_data;
     if (da.atomic_cap != IBV_ATOMIC_NONE) f = f | Feature::atomics;
     if (rdma_cm_usable()) {
@@ -497,6 +498,69 @@ const detail::Plugin verbs_plugin{
 // ---- Domain
 
 VerbsDomain::VerbsDomain(std::shared_ptr<Device> device) : device_(std::move(device)) { caps = device_->caps; }
+
+void VerbsDomain::nonblocking_events() {
+    std::call_once(events_nonblocking_, [this] {
+        const int fd = device_->context->async_fd;
+        const int flags = ::fcntl(fd, F_GETFL);
+        if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+            fail_errno(errno, "making the device's asynchronous event descriptor non-blocking failed",
+                       "Domain::event_fd");
+        }
+    });
+}
+
+int VerbsDomain::event_fd() {
+    nonblocking_events();
+    return device_->context->async_fd;
+}
+
+bool VerbsDomain::next_event(AsyncEvent& out) {
+    nonblocking_events();
+    for (;;) {
+        ibv_async_event ev{};
+        if (::ibv_get_async_event(device_->context.get(), &ev) != 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+            fail_errno(errno, "ibv_get_async_event failed", "Domain::next_event");
+        }
+        out = AsyncEvent{};
+        out.what = ::ibv_event_type_str(ev.event_type);
+        bool mine = true;
+        switch (ev.event_type) {
+            case IBV_EVENT_QP_FATAL:
+            case IBV_EVENT_QP_REQ_ERR:
+            case IBV_EVENT_QP_ACCESS_ERR:
+                out.type = EventType::qp_fatal;
+                out.qp_num = ev.element.qp->qp_num;
+                break;
+            case IBV_EVENT_COMM_EST:
+            case IBV_EVENT_SQ_DRAINED:
+            case IBV_EVENT_PATH_MIG:
+            case IBV_EVENT_PATH_MIG_ERR:
+            case IBV_EVENT_QP_LAST_WQE_REACHED:
+                out.qp_num = ev.element.qp->qp_num;
+                break;
+            case IBV_EVENT_CQ_ERR: out.type = EventType::cq_error; break;
+            case IBV_EVENT_DEVICE_FATAL: out.type = EventType::device_fatal; break;
+            case IBV_EVENT_PORT_ACTIVE:
+            case IBV_EVENT_PORT_ERR:
+            case IBV_EVENT_LID_CHANGE:
+            case IBV_EVENT_PKEY_CHANGE:
+            case IBV_EVENT_SM_CHANGE:
+            case IBV_EVENT_CLIENT_REREGISTER:
+            case IBV_EVENT_GID_CHANGE:
+                // Events of the device's other ports concern other domains.
+                mine = ev.element.port_num == device_->port;
+                if (ev.event_type == IBV_EVENT_PORT_ACTIVE) out.type = EventType::port_active;
+                if (ev.event_type == IBV_EVENT_PORT_ERR) out.type = EventType::port_error;
+                break;
+            default: break;
+        }
+        ::ibv_ack_async_event(&ev);
+        if (mine) return true;
+    }
+}
 
 std::unique_ptr<detail::MrImpl> VerbsDomain::register_memory(void* addr, std::size_t length, Access access) {
     int flags = 0;

@@ -199,4 +199,34 @@ const Config& Domain::config() const noexcept {
     return impl_ ? impl_->config : none;
 }
 
+int Domain::event_fd() const {
+    if (!impl_) empty_handle("Domain::event_fd");
+    return impl_->event_fd();
+}
+
+std::optional<AsyncEvent> Domain::next_event() {
+    if (!impl_) empty_handle("Domain::next_event");
+    AsyncEvent e;
+    if (!impl_->next_event(e)) return std::nullopt;
+    WEFT_LOGF(core, info, "%s: asynchronous event %s (QP %u): %s", impl_->caps.backend.c_str(),
+              std::string(to_string(e.type)).c_str(), e.qp_num, e.what);
+    return e;
+}
+
+namespace detail {
+
+namespace {
+[[noreturn]] void no_async_events(const DomainImpl& d, const char* call) {
+    throw Error(Errc::not_supported,
+                d.caps.backend + " does not report asynchronous events (no Feature::async_events); errors show "
+                                 "as completions and QueuePair::state()",
+                d.caps.backend, call);
+}
+}  // namespace
+
+int DomainImpl::event_fd() { no_async_events(*this, "Domain::event_fd"); }
+bool DomainImpl::next_event(AsyncEvent&) { no_async_events(*this, "Domain::next_event"); }
+
+}  // namespace detail
+
 }  // namespace weft

@@ -85,6 +85,19 @@ std::string_view describe(WcStatus status) noexcept {
     return i < status_texts.size() ? status_texts[i] : "unknown status";
 }
 
+std::string_view to_string(EventType type) noexcept {
+    switch (type) {
+        case EventType::qp_fatal: return "qp_fatal";
+        case EventType::peer_disconnected: return "peer_disconnected";
+        case EventType::cq_error: return "cq_error";
+        case EventType::port_active: return "port_active";
+        case EventType::port_error: return "port_error";
+        case EventType::device_fatal: return "device_fatal";
+        case EventType::other: return "other";
+    }
+    return "unknown_event";
+}
+
 std::string_view to_string(QpState state) noexcept {
     auto i = static_cast<std::size_t>(state);
     return i < state_names.size() ? state_names[i] : "unknown_state";
@@ -143,6 +156,7 @@ std::string_view to_string(Feature f) noexcept {
         case Feature::zero_length: return "zero_length";
         case Feature::listener: return "listener";
         case Feature::disconnect: return "disconnect";
+        case Feature::async_events: return "async_events";
     }
     return "unknown_feature";
 }

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -316,6 +317,7 @@ public:
     std::mutex mu;
     std::condition_variable cv_;
     std::vector<SimCq*> fd_cqs;  ///< CQs whose fd() was asked for
+    std::vector<SimDomain*> fd_domains;  ///< domains whose event_fd() was asked for
     int waiters_ = 0;
     const Params params;
     const std::uint64_t id;  ///< identifies this fabric instance inside QP addresses
@@ -401,9 +403,20 @@ public:
     const std::shared_ptr<FabricState>& fabric() const noexcept { return fabric_; }
     std::uint32_t node() const noexcept { return node_; }
 
+    // asynchronous events (sim_domain.cpp)
+    int event_fd() override;
+    bool next_event(AsyncEvent& out) override;
+    /// Queues an event (fabric lock held).
+    void push_event(const AsyncEvent& e) noexcept;
+    /// Keeps the event fd readable exactly when next_event() may give something (fabric lock held).
+    void sync_event_fd() noexcept;
+
 private:
     std::shared_ptr<FabricState> fabric_;
     std::uint32_t node_;
+    std::deque<AsyncEvent> events_;  // fabric lock
+    int event_fd_ = -1;
+    bool event_fd_armed_ = false;
     std::vector<MrSlot> mrs_;  // slot -> region
     std::vector<std::uint32_t> free_mr_slots_;
 };

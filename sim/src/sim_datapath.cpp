@@ -560,6 +560,7 @@ void SimQp::disconnect() {
 void SimQp::on_disconnect(const Event& e) noexcept {
     if (e.peer != remote_qpn_ || state_ == QpState::init) return;  // not this QP's peer
     enter_error();
+    domain_->push_event({EventType::peer_disconnected, qp_num, "peer disconnected"});
 }
 
 void SimQp::flush_send_from(std::uint64_t first) noexcept {

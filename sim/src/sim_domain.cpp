@@ -3,11 +3,17 @@
 
 #include <weft/error.hpp>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
 
 namespace weft::sim {
 namespace detail {
 namespace {
+
+constexpr std::size_t event_budget = 4096;  // events next_event() runs at most while nothing is queued
 
 constexpr std::array<KeySpec, 17> sim_keys{{
     {"seed", "RNG seed for every choice the semantics allow; integer, default 1"},
@@ -126,7 +132,7 @@ SimDomain::SimDomain(std::shared_ptr<FabricState> fabric, const Params& params) 
         Feature::send_with_imm | Feature::write_with_imm | Feature::read | Feature::atomics | Feature::fence |
         Feature::inline_data | Feature::solicited | Feature::wait | Feature::cq_fd | Feature::rnr |
         Feature::error_flush | Feature::remote_access_check | Feature::zero_length | Feature::listener |
-        Feature::disconnect);
+        Feature::disconnect | Feature::async_events);
     caps.max_qp_wr = 32768;
     caps.max_sge = 32;
     caps.max_inline = 1024;
@@ -137,7 +143,63 @@ SimDomain::SimDomain(std::shared_ptr<FabricState> fabric, const Params& params) 
     caps.max_private_data = params.profile == Profile::rxe ? 48 : 56;
 }
 
-SimDomain::~SimDomain() = default;
+SimDomain::~SimDomain() {
+    if (event_fd_ >= 0) {
+        std::lock_guard lock(fabric_->mu);
+        std::erase(fabric_->fd_domains, this);
+        ::close(event_fd_);
+    }
+}
+
+int SimDomain::event_fd() {
+    std::lock_guard lock(fabric_->mu);
+    if (event_fd_ < 0) {
+        event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (event_fd_ < 0) throw_errno(errno, "eventfd failed", "sim", "Domain::event_fd");
+        fabric_->fd_domains.push_back(this);
+        sync_event_fd();
+    }
+    return event_fd_;
+}
+
+bool SimDomain::next_event(AsyncEvent& out) {
+    FabricState& f = *fabric_;
+    std::lock_guard lock(f.mu);
+    f.enter_call(node_, true);
+    // Like a poll: when nothing is queued, simulated time moves on until something is, or for a while.
+    if (events_.empty() && !f.idle()) f.run([this] { return !events_.empty(); }, UINT64_MAX, event_budget);
+    const bool got = !events_.empty();
+    if (got) {
+        out = events_.front();
+        events_.pop_front();
+    }
+    f.sync_fds();
+    return got;
+}
+
+void SimDomain::push_event(const AsyncEvent& e) noexcept {
+    try {
+        events_.push_back(e);
+    } catch (...) {
+        return;  // out of memory: the event is lost, the QP's state still says what happened
+    }
+    sync_event_fd();
+}
+
+void SimDomain::sync_event_fd() noexcept {
+    if (event_fd_ < 0) return;
+    // Readable while next_event() could give something: events queued, or simulated work in flight.
+    const bool want = !events_.empty() || !fabric_->idle();
+    if (want == event_fd_armed_) return;
+    if (want) {
+        std::uint64_t one = 1;
+        [[maybe_unused]] auto r = ::write(event_fd_, &one, sizeof one);
+    } else {
+        std::uint64_t value = 0;
+        [[maybe_unused]] auto r = ::read(event_fd_, &value, sizeof value);
+    }
+    event_fd_armed_ = want;
+}
 
 std::unique_ptr<weft::detail::MrImpl> SimDomain::register_memory(void* addr, std::size_t length, Access access) {
     std::lock_guard lock(fabric_->mu);

@@ -138,13 +138,18 @@ public:
     virtual std::vector<std::byte> connect_to(QpImpl& qp, const HostPort& where, std::chrono::milliseconds timeout,
                                               std::span<const std::byte> private_data);
 
+    /// Optional (Feature::async_events): the domain's event descriptor, and its next event (false: none).
+    /// The defaults throw Errc::not_supported.
+    virtual int event_fd();
+    virtual bool next_event(AsyncEvent& out);
+
     Capabilities caps{};
     Config config{};
 };
 
 /// Version 2: DomainImpl::listen/connect_to, QpImpl::domain, ListenerImpl.
 /// Version 3: private data on ListenerImpl::accept and DomainImpl::connect_to, Capabilities::max_private_data,
-/// QpImpl::disconnect.
+/// QpImpl::disconnect, DomainImpl::event_fd/next_event.
 inline constexpr std::uint32_t plugin_abi_version = 3;
 
 /// A backend's registration record.

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,6 +56,7 @@ enum class Feature : std::uint32_t {
     zero_length = 1u << 12, ///< zero-length sends, writes and reads
     listener = 1u << 13,    ///< weft::listen / weft::connect by host:port (weft/listener.hpp)
     disconnect = 1u << 14,  ///< QueuePair::disconnect tells the peer, which is not left to time out
+    async_events = 1u << 15,  ///< Domain::event_fd and Domain::next_event report asynchronous events
 };
 constexpr Feature operator|(Feature a, Feature b) noexcept {
     return static_cast<Feature>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
@@ -271,6 +273,16 @@ public:
     const Capabilities& capabilities() const noexcept;
     /// The configuration this domain was opened with.
     const Config& config() const noexcept;
+
+    /// Asynchronous events (Feature::async_events): what happens to the domain's objects outside any call
+    /// on them, as ibv_get_async_event reports it. A descriptor for poll(2)/epoll, readable while
+    /// next_event() may have something; it belongs to the domain (do not close it). Throws weft::Error
+    /// (Errc::not_supported) without the feature.
+    int event_fd() const;
+    /// The next asynchronous event, or nothing when none is pending; never blocks. Events of one domain come
+    /// in the order they happened. On the simulator, calling it also moves simulated time on, as a poll does.
+    /// Throws weft::Error (Errc::not_supported) without Feature::async_events.
+    std::optional<AsyncEvent> next_event();
     /// The backend's object (for backends and tests).
     detail::DomainImpl* impl() const noexcept { return impl_.get(); }
     /// The backend's object, shared (for backends and tests).

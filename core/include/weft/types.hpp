@@ -79,6 +79,25 @@ inline constexpr int wc_status_count = 22;
 /// Queue-pair states (the verbs state machine; backends without one map onto it).
 enum class QpState : std::uint8_t { reset, init, rtr, rts, sqd, sqe, error };
 
+/// What an asynchronous event of a domain is about (Domain::next_event).
+enum class EventType : std::uint8_t {
+    qp_fatal,           ///< a QP went to error without a completion saying why (verbs: IBV_EVENT_QP_FATAL,
+                        ///< QP_REQ_ERR, QP_ACCESS_ERR)
+    peer_disconnected,  ///< the peer of a QP disconnected (QueuePair::disconnect); the QP is in error
+    cq_error,           ///< a completion queue overran; it and its QPs are in error (IBV_EVENT_CQ_ERR)
+    port_active,        ///< the domain's port came up (IBV_EVENT_PORT_ACTIVE)
+    port_error,         ///< the domain's port went down (IBV_EVENT_PORT_ERR)
+    device_fatal,       ///< the device failed (IBV_EVENT_DEVICE_FATAL): nothing of the domain works any more
+    other,              ///< another event of the backend, named by AsyncEvent::what
+};
+
+/// One asynchronous event (Domain::next_event).
+struct AsyncEvent {
+    EventType type = EventType::other;  ///< what happened
+    std::uint32_t qp_num = 0;  ///< the QP of qp_fatal and peer_disconnected; 0 otherwise
+    const char* what = "";     ///< the backend's name for it ("IBV_EVENT_QP_FATAL", "peer disconnected")
+};
+
 /// Send-request flags.
 enum class SendFlags : std::uint8_t {
     none = 0,
@@ -101,6 +120,7 @@ constexpr bool has(SendFlags flags, SendFlags wanted) noexcept { return (flags &
 std::string_view to_string(Opcode op) noexcept;
 std::string_view to_string(WcStatus status) noexcept;
 std::string_view to_string(QpState state) noexcept;
+std::string_view to_string(EventType type) noexcept;
 /// "local_write|remote_read", or "none".
 std::string to_string(Access access);
 /// A one-line explanation of a status, for logs ("the responder had no receive posted ...").

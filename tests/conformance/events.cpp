@@ -1,0 +1,112 @@
+// Conformance: asynchronous events (Feature::async_events): Domain::event_fd and Domain::next_event report
+// what happens to a domain's objects outside any call on them. Nothing is reported when nothing happened;
+// a peer's disconnect and a CQ overrun are reported, on the domain they concern, naming the QP. Not
+// recorded for the differential check: what a stack reports asynchronously differs (rxe drops an overrun
+// completion without an event, docs/misuse.md).
+#include "harness.hpp"
+#include "../support/expect_error.hpp"
+
+#include <poll.h>
+
+#include <optional>
+
+using namespace weft;
+using weft::test::contains;
+using weft::test::error_of;
+using weft::test::needs;
+
+namespace {
+
+bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
+// The next event of `dom`, asking up to `attempts` times (each lets the simulator move on, as a poll does).
+std::optional<AsyncEvent> next_event_of(Domain& dom, int attempts = 10000) {
+    for (int i = 0; i < attempts; ++i) {
+        if (auto e = dom.next_event()) return e;
+    }
+    return std::nullopt;
+}
+
+bool is_sim() { return test::backend_caps().kind == BackendKind::sim; }
+bool lacks_events() { return !test::backend_caps().has(Feature::async_events); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(events)
+
+BOOST_AUTO_TEST_CASE(nothing_happened_nothing_is_reported, *needs(Feature::async_events)) {
+    test::Unrecorded unrecorded;
+    test::Pair p;
+    const int fd = p.a.domain.event_fd();
+    BOOST_TEST(fd >= 0);
+    BOOST_TEST(p.a.domain.event_fd() == fd);  // the domain's one descriptor
+    // What the device may have said before this case (a port event of its set-up) is read and shown.
+    for (int i = 0; i < 16; ++i) {
+        auto e = p.a.domain.next_event();
+        if (!e) break;
+        BOOST_TEST_MESSAGE("pending before the case: " << to_string(e->type) << " " << e->what);
+        BOOST_TEST((e->type == EventType::port_active || e->type == EventType::other));
+    }
+    BOOST_TEST(!p.a.domain.next_event().has_value());
+    BOOST_TEST(!readable(fd));
+    // Traffic that succeeds is no event.
+    p.a.fill(0, 64, 1);
+    BOOST_REQUIRE(p.a.qp.post_send({write(1, p.a.seg(0, 64), p.b.remote(0, 64))}));
+    BOOST_TEST(test::next(p.a.cq).status == WcStatus::success);
+    BOOST_TEST(!p.a.domain.next_event().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_peers_disconnect_is_an_event_of_the_peers_domain_naming_its_qp,
+                     *needs(Feature::async_events) * needs(Feature::disconnect)) {
+    test::Unrecorded unrecorded;
+    test::Pair p;
+    const int fd = p.b.domain.event_fd();
+    p.a.qp.disconnect();
+    const auto e = next_event_of(p.b.domain);
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST_MESSAGE(to_string(e->type) << " QP " << e->qp_num << ": " << e->what);
+    BOOST_TEST((e->type == EventType::peer_disconnected));
+    BOOST_TEST(e->qp_num == p.b.qp.qp_num());
+    BOOST_TEST(p.b.qp.state() == QpState::error);
+    BOOST_TEST(!p.b.domain.next_event().has_value());  // one event for one disconnect
+    BOOST_TEST(!readable(fd));
+    BOOST_TEST(!p.a.domain.next_event().has_value());  // the side that disconnected is told nothing
+}
+
+BOOST_AUTO_TEST_CASE(a_cq_overrun_is_a_cq_error_event_and_its_fd_wakes_a_poller,
+                     *needs(Feature::async_events) *
+                         test::only_if(is_sim, "rxe drops a completion that does not fit, without an event")) {
+    test::Unrecorded unrecorded;
+    test::Pair p;
+    const int fd = p.a.domain.event_fd();
+    CompletionQueue small = p.a.domain.create_cq({.depth = 2});
+    QueuePair qp = p.a.domain.create_qp({.send_cq = small, .recv_cq = small});
+    QueuePair peer = p.b.domain.create_qp({.send_cq = p.b.cq, .recv_cq = p.b.cq});
+    qp.connect(peer.address());
+    peer.connect(qp.address());
+    BOOST_REQUIRE(qp.post_send({write(1, p.a.seg(0, 8), p.b.remote(0, 8)), write(2, p.a.seg(0, 8), p.b.remote(8, 8)),
+                                write(3, p.a.seg(0, 8), p.b.remote(16, 8)), write(4, p.a.seg(0, 8), p.b.remote(24, 8))}));
+    BOOST_TEST(readable(fd));  // work in flight: a poller waiting on the descriptor would call next_event
+    const auto e = next_event_of(p.a.domain);
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST_MESSAGE(to_string(e->type) << ": " << e->what);
+    BOOST_TEST((e->type == EventType::cq_error));
+    BOOST_TEST(qp.state() == QpState::error);
+}
+
+BOOST_AUTO_TEST_CASE(without_the_feature_events_are_not_supported,
+                     *test::only_if(lacks_events, "the backend has Feature::async_events")) {
+    test::Unrecorded unrecorded;
+    test::Pair p;
+    Error e = error_of([&] { (void)p.a.domain.next_event(); });
+    BOOST_TEST_MESSAGE(e.what());
+    BOOST_TEST((e.code() == Errc::not_supported));
+    BOOST_TEST(contains(e.what(), "asynchronous events"), e.what());
+    Error f = error_of([&] { (void)p.a.domain.event_fd(); });
+    BOOST_TEST((f.code() == Errc::not_supported));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
