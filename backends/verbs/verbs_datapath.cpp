@@ -421,14 +421,16 @@ static_assert(static_cast<int>(Opcode::recv_rdma_with_imm) == static_cast<int>(O
 
 namespace {
 
-// Bits 63..32 of a work completion's wr_id (the queue's table index and generation), read as one 32-bit word.
-inline std::uint32_t queue_key(const ibv_wc& w) noexcept {
+// A work completion's wr_id bits 63..32 (its queue's key) and its status, as one 64-bit word: equal to a
+// queue's key exactly when the completion is a success of that queue, so one comparison covers both.
+static_assert(offsetof(ibv_wc, wr_id) == 0 && offsetof(ibv_wc, status) == 8 && sizeof(ibv_wc_status) == 4);
+inline std::uint64_t key_and_status(const ibv_wc& w) noexcept {
     if constexpr (std::endian::native == std::endian::little) {
-        std::uint32_t key = 0;
-        std::memcpy(&key, reinterpret_cast<const unsigned char*>(&w.wr_id) + 4, sizeof key);
-        return key;
+        std::uint64_t word = 0;
+        std::memcpy(&word, reinterpret_cast<const unsigned char*>(&w) + 4, sizeof word);
+        return word;
     } else {
-        return static_cast<std::uint32_t>(w.wr_id >> wr_index_shift);
+        return (w.wr_id >> wr_index_shift) | static_cast<std::uint64_t>(static_cast<std::uint32_t>(w.status)) << 32;
     }
 }
 
@@ -454,7 +456,9 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         last_epoch_ = epoch;
         last_key_ = 0;
     }
-    std::uint32_t key = last_key_;  // wr_id bits 63..32 of the current queue; generation 0 is never issued
+    // wr_id bits 63..32 of the current queue (generation 0 is never issued), held in 64 bits to compare with
+    // key_and_status.
+    std::uint64_t key = last_key_;
     WorkQueue* wq = last_wq_;
     const WorkQueue::Slot* slots = nullptr;
     std::uint32_t mask = 0;
@@ -482,61 +486,67 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     const ibv_wc* w = wc_.data();
     const ibv_wc* const end = w + got;
     while (w != end) {
-        if (const std::uint32_t k = queue_key(*w); k != key) [[unlikely]] {
-            if (key != 0) wq->retired.store(retired, std::memory_order_release);
-            wq = queues_.find(w->wr_id);
-            key = wq != nullptr ? k : 0;
-            if (wq == nullptr) {  // a completion of a destroyed QP
+        // The fast loops below take runs of successes of the current queue; anything else comes here first.
+        if (const std::uint64_t ks = key_and_status(*w); ks != key) [[unlikely]] {
+            if (const std::uint64_t k = static_cast<std::uint32_t>(ks); k != key) {
+                if (key != 0) wq->retired.store(retired, std::memory_order_release);
+                wq = queues_.find(w->wr_id);
+                if (wq == nullptr) {  // a completion of a destroyed QP
+                    key = 0;
+                    outstanding = 0;  // nothing is taken until a live queue's completion comes
+                    ++w;
+                    continue;
+                }
+                key = k;
+                slots = wq->slots.get();
+                mask = wq->ring_mask;
+                retired = wq->retired.load(std::memory_order_relaxed);
+                outstanding = wq->posted.load(std::memory_order_acquire) - retired;
+                recv = wq->is_recv ? 1 : 0;
+            }
+            if (w->status != IBV_WC_SUCCESS) {
+                const WorkQueue::Slot* posted = nullptr;
+                if (take(*w, posted)) {
+                    translate_error(*w, *wq, *posted, *c);
+                    ++c;
+                }
                 ++w;
                 continue;
             }
-            slots = wq->slots.get();
-            mask = wq->ring_mask;
-            retired = wq->retired.load(std::memory_order_relaxed);
-            outstanding = wq->posted.load(std::memory_order_acquire) - retired;
-            recv = wq->is_recv ? 1 : 0;
         }
-        // The run of completions of this queue, each kind of queue in a loop of its own.
+        // The run of successes of this queue, each kind of queue in a loop of its own.
         const WorkQueue::Slot* posted = nullptr;
         if (recv == 0) [[likely]] {
             do {
                 if (take(*w, posted)) [[likely]] {
-                    if (w->status == IBV_WC_SUCCESS) [[likely]] {
-                        put(c, posted->id, w->byte_len, w->qp_num, posted->tail);
-                    } else {
-                        translate_error(*w, *wq, *posted, *c);
-                    }
+                    put(c, posted->id, w->byte_len, w->qp_num, posted->tail);
                     ++c;
                 }
                 ++w;
-            } while (w != end && queue_key(*w) == key);
+            } while (w != end && key_and_status(*w) == key);
         } else {
             do {
                 if (take(*w, posted)) [[likely]] {
-                    if (w->status == IBV_WC_SUCCESS) [[likely]] {
-                        std::uint64_t lengths = w->byte_len;
-                        std::uint64_t tail = posted->tail;
-                        // Immediate data belongs to receive completions (rxe also flags the requester's
-                        // completion of a *_with_imm request, without a value). The slot says recv; a
-                        // write_with_imm that consumed the receive is the opcode after it.
-                        if ((w->wc_flags & IBV_WC_WITH_IMM) != 0) {
-                            lengths |= static_cast<std::uint64_t>(ntohl(w->imm_data)) << 32;
-                            tail |= 1u << 16;
-                        }
-                        if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
-                        put(c, posted->id, lengths, w->qp_num, tail);
-                    } else {
-                        translate_error(*w, *wq, *posted, *c);
+                    std::uint64_t lengths = w->byte_len;
+                    std::uint64_t tail = posted->tail;
+                    // Immediate data belongs to receive completions (rxe also flags the requester's
+                    // completion of a *_with_imm request, without a value). The slot says recv; a
+                    // write_with_imm that consumed the receive is the opcode after it.
+                    if ((w->wc_flags & IBV_WC_WITH_IMM) != 0) {
+                        lengths |= static_cast<std::uint64_t>(ntohl(w->imm_data)) << 32;
+                        tail |= 1u << 16;
                     }
+                    if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+                    put(c, posted->id, lengths, w->qp_num, tail);
                     ++c;
                 }
                 ++w;
-            } while (w != end && queue_key(*w) == key);
+            } while (w != end && key_and_status(*w) == key);
         }
     }
     if (key != 0) wq->retired.store(retired, std::memory_order_release);
-    last_key_ = key;
-    last_send_key_ = recv != 0 ? 0 : key;
+    last_key_ = static_cast<std::uint32_t>(key);
+    last_send_key_ = recv != 0 ? 0 : static_cast<std::uint32_t>(key);
     last_wq_ = wq;
     return static_cast<std::size_t>(c - out);
 }
@@ -570,7 +580,7 @@ std::size_t VerbsCq::took_one() noexcept {
     // covers the queue, its kind and the status.)
     const ibv_wc& w = wc_[0];
     WorkQueue* const wq = last_wq_;
-    if (((queue_key(w) ^ last_send_key_) | static_cast<std::uint32_t>(w.status)) != 0 ||
+    if (key_and_status(w) != last_send_key_ ||
         queues_.epoch() != last_epoch_) [[unlikely]] {
         return took(1);
     }
