@@ -179,19 +179,25 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     // below and restored). wr_id counts up from tag | head; a batch whose positions would wrap round 2^32
     // (once in 4 billion requests) goes the general way, which counts them in 32 bits.
     if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_send_general(batch);
-    const std::uint64_t mask = sq_.ring_mask;
+    // The batch's slots run from head's to the end of the ring and on from its start: two runs, each built
+    // with a slot pointer that steps, instead of masking every position (n fits in the ring: n <= capacity).
+    const std::uint32_t first = head & sq_.ring_mask;
+    const std::size_t before_wrap = std::min<std::size_t>(n, sq_.ring_mask + 1 - first);
     const std::uint32_t max_length = max_single_length_;
     const FastOp* const ops = send_ops_.data();
-    WorkQueue::Slot* const slots = sq_.slots.get();
     ibv_send_wr* const wrs = send_wrs_.get();
     ibv_send_wr* wr = wrs;
     std::uint64_t wr_id = sq_.tag | head;
-    for (const SendRequest& r : batch) {
-        if (!build_common(r, ops, max_length, wr_id, *wr, slots[wr_id & mask])) [[unlikely]] {
-            return post_send_general(batch);
+    const SendRequest* r = batch.data();
+    const auto build_run = [&](const SendRequest* const run_end, WorkQueue::Slot* slot) noexcept {
+        for (; r != run_end; ++r, ++slot, ++wr, ++wr_id) {
+            if (!build_common(*r, ops, max_length, wr_id, *wr, *slot)) [[unlikely]] return false;
         }
-        ++wr_id;
-        ++wr;
+        return true;
+    };
+    if (!build_run(r + before_wrap, sq_.slots.get() + first) || !build_run(batch.data() + n, sq_.slots.get()))
+        [[unlikely]] {
+        return post_send_general(batch);
     }
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
     sq_.posted.store(static_cast<std::uint32_t>(wr_id), std::memory_order_release);
