@@ -52,9 +52,9 @@ constexpr unsigned to_send_flags(unsigned f) noexcept {
     return out;
 }
 
-// ibv_send_flags for each combination of the four SendFlags bits; higher bits mean nothing and are dropped.
+// ibv_send_flags for every SendFlags byte; the bits above the four flags mean nothing and are dropped.
 constexpr auto send_flag_table = [] {
-    std::array<std::uint8_t, 16> t{};
+    std::array<std::uint8_t, 256> t{};
     for (unsigned f = 0; f < t.size(); ++f) t[f] = static_cast<std::uint8_t>(to_send_flags(f));
     return t;
 }();
@@ -110,6 +110,19 @@ inline std::uint32_t rkey_high(const SendRequest& r) noexcept {
     }
 }
 
+// A request's flags (bits 7..0) and remote_backend (bits 15..8), read as one 16-bit word.
+static_assert(offsetof(SendRequest, remote_backend) == offsetof(SendRequest, flags) + 1 &&
+              sizeof(SendFlags) == 1 && sizeof(BackendKind) == 1);
+inline std::uint32_t flags_and_backend(const SendRequest& r) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::uint16_t word = 0;
+        std::memcpy(&word, &r.flags, sizeof word);
+        return word;
+    } else {
+        return static_cast<std::uint32_t>(r.flags) | static_cast<std::uint32_t>(r.remote_backend) << 8;
+    }
+}
+
 }  // namespace
 
 void rerun_error_flush(ibv_qp* qp) noexcept {
@@ -145,14 +158,13 @@ namespace {
 [[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
                                                 std::uint64_t wr_id, ibv_send_wr& wr, WorkQueue::Slot& slot) noexcept {
     const FastOp op = ops[static_cast<std::uint8_t>(r.opcode)];
-    const unsigned flags = static_cast<std::uint8_t>(r.flags);
-    if (((flags | 0x100u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr || r.num_sge != 1 ||
-        r.sge.length > max_length || !remote_backend_matches(r, BackendKind::verbs)) [[unlikely]] {
+    if (((flags_and_backend(r) | 0x10000u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr ||
+        r.num_sge != 1 || r.sge.length > max_length) [[unlikely]] {
         return false;
     }
     wr.wr_id = wr_id;
     wr.opcode = static_cast<ibv_wr_opcode>(op.wr_opcode);
-    wr.send_flags = send_flag_table[flags & 0xf];
+    wr.send_flags = send_flag_table[static_cast<std::uint8_t>(r.flags)];
     if (op.has_imm != 0) wr.imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
     copy_remote(r, wr);
     copy_segment(r.sge, *wr.sg_list);
@@ -255,7 +267,7 @@ PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexce
         wr->wr_id = sq_.tag | pos;
         wr->num_sge = static_cast<int>(r.num_sge);
         wr->opcode = static_cast<ibv_wr_opcode>(info.wr_opcode);
-        wr->send_flags = send_flag_table[static_cast<unsigned>(r.flags) & 0xf];
+        wr->send_flags = send_flag_table[static_cast<std::uint8_t>(r.flags)];
         wr->imm_data = htonl(r.imm);
         if (info.atomic) {  // wr.atomic.compare_add shares its place with wr.rdma.rkey
             wr->wr.atomic.remote_addr = r.remote_addr;
