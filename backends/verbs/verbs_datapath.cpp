@@ -325,23 +325,30 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     if (n - 1 >= rq_.free_slots(head)) [[unlikely]] return n == 0 ? PostStatus::ok() : PostStatus::queue_full();
     // The state before the post, for a device that needs help to flush receives posted in error (rxe).
     const QpState before = recv_flush_help_ ? state_.load(std::memory_order_relaxed) : QpState::rts;
-    const std::uint32_t mask = rq_.ring_mask;
-    const std::uint64_t tag = rq_.tag;
-    WorkQueue::Slot* const slots = rq_.slots.get();
+    // As in post_batch: the slots in at most two runs, before and after the ring wraps; wr_id counts up from
+    // tag | head, the wrap of positions round 2^32 going the general way (which counts them in 32 bits).
+    if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_recv_general(batch);
+    const std::uint32_t first = head & rq_.ring_mask;
+    const std::size_t before_wrap = std::min<std::size_t>(n, rq_.ring_mask + 1 - first);
     ibv_recv_wr* const wrs = recv_wrs_.get();
     ibv_recv_wr* wr = wrs;
-    std::uint32_t pos = head;
-    for (const RecvRequest& r : batch) {
-        if (r.sg_list != nullptr || r.num_sge != 1) [[unlikely]] return post_recv_general(batch);
-        copy_segment(r.sge, *wr->sg_list);
-        wr->wr_id = tag | pos;
-        WorkQueue::Slot& slot = slots[pos & mask];
-        slot.id = r.id;
-        slot.tail = static_cast<std::uint32_t>(Opcode::recv) << 8;
-        ++pos;
-        ++wr;
+    std::uint64_t wr_id = rq_.tag | head;
+    const RecvRequest* r = batch.data();
+    const auto build_run = [&](const RecvRequest* const run_end, WorkQueue::Slot* slot) noexcept {
+        for (; r != run_end; ++r, ++slot, ++wr, ++wr_id) {
+            if (r->sg_list != nullptr || r->num_sge != 1) [[unlikely]] return false;
+            copy_segment(r->sge, *wr->sg_list);
+            wr->wr_id = wr_id;
+            slot->id = r->id;
+            slot->tail = static_cast<std::uint32_t>(Opcode::recv) << 8;
+        }
+        return true;
+    };
+    if (!build_run(r + before_wrap, rq_.slots.get() + first) || !build_run(batch.data() + n, rq_.slots.get()))
+        [[unlikely]] {
+        return post_recv_general(batch);
     }
-    rq_.posted.store(pos, std::memory_order_release);
+    rq_.posted.store(static_cast<std::uint32_t>(wr_id), std::memory_order_release);
     ibv_recv_wr& last = wr[-1];
     last.next = nullptr;
     ibv_recv_wr* bad = nullptr;

@@ -90,6 +90,19 @@ BOOST_AUTO_TEST_CASE(batches_that_straddle_the_end_of_the_ring_complete_in_order
     }
 }
 
+BOOST_AUTO_TEST_CASE(receive_batches_that_straddle_the_end_of_the_ring_complete_in_order) {
+    std::uint64_t next = 0;
+    for (int round = 0; round < 20; ++round) {
+        std::vector<weft::RecvRequest> batch;
+        for (int i = 0; i < 7; ++i) batch.push_back(weft::recv(next + static_cast<std::uint64_t>(i), seg));
+        BOOST_REQUIRE(s.qp.post_recv(batch));
+        fake::deliver(p.qp, 7, 16);
+        const auto got = drain();
+        BOOST_REQUIRE_EQUAL(got.size(), 7u);
+        for (const auto& c : got) BOOST_TEST(c.id == next++);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(flag_bits_beyond_the_four_flags_are_ignored) {
     // SendFlags has four bits; a request with others set posts as if they were clear, alone or in a batch.
     const auto odd = [&](std::uint64_t id) {
