@@ -372,6 +372,7 @@ private:
     // post_one's work request: one segment (one_sge_), no next, as set up in init_data_path.
     ibv_send_wr one_wr_{};
     ibv_sge one_sge_{};
+    ibv_send_wr* one_bad_ = nullptr;  // where the provider says it stopped in post_one (nothing to learn there)
     std::unique_ptr<ibv_recv_wr[]> recv_wrs_;
     std::unique_ptr<ibv_sge[]> recv_sges_;
 };

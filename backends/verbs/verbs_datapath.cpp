@@ -232,9 +232,12 @@ PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
         return post_send_general(std::span(&r, 1));
     }
     sq_.posted.store(head + 1, std::memory_order_release);
-    ibv_send_wr* bad = nullptr;
-    // The provider stops at the first request it refuses: here the only one, so none was posted.
-    if (::ibv_post_send(handle_, &one_wr_, &bad) != 0) [[unlikely]] return send_refused_by_provider(head, nullptr);
+    // The provider stops at the first request it refuses: here the only one, so none was posted, and where it
+    // stopped (written to one_bad_, never read) tells nothing. Only this thread writes `posted`: head is
+    // read back from it on that path, so that nothing but `this` stays live across the call.
+    if (::ibv_post_send(handle_, &one_wr_, &one_bad_) != 0) [[unlikely]] {
+        return send_refused_by_provider(sq_.posted.load(std::memory_order_relaxed) - 1, nullptr);
+    }
     return PostStatus::ok();
 }
 
