@@ -80,10 +80,11 @@ using OpTable = std::array<OpInfo, 256>;
 struct FastOp {
     std::uint8_t wr_opcode = 0;
     std::uint8_t has_imm = 0;  // 1: a *_with_imm opcode, whose imm_data the provider reads
-    // SendFlags bits (7..0) that send a request of this opcode to the general path, and bit 8, set when every
-    // request of it goes there (not a plain opcode here): a request is fast when (flags | 0x100) & reject == 0.
-    std::uint16_t reject = 0xffff;
-    std::uint32_t tail = 0;  // WorkQueue::Slot::tail
+    std::uint16_t tail = 0;    // WorkQueue::Slot::tail (a send-queue success: the opcode in bits 15..8)
+    // Bits of a request's 16-bit word flags | remote_backend << 8 that send it to the general path (flags
+    // that need a look, a remote region of another backend), and bit 16, set when every request of this
+    // opcode goes there (not a plain opcode here): a request is fast when (word | 0x10000) & reject == 0.
+    std::uint32_t reject = 0xffffffff;
 };
 static_assert(sizeof(FastOp) == 8);
 using FastOpTable = std::array<FastOp, 256>;
@@ -371,6 +372,7 @@ private:
     // post_one's work request: one segment (one_sge_), no next, as set up in init_data_path.
     ibv_send_wr one_wr_{};
     ibv_sge one_sge_{};
+    ibv_send_wr* one_bad_ = nullptr;  // where the provider says it stopped in post_one (nothing to learn there)
     std::unique_ptr<ibv_recv_wr[]> recv_wrs_;
     std::unique_ptr<ibv_sge[]> recv_sges_;
 };

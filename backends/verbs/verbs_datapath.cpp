@@ -52,9 +52,9 @@ constexpr unsigned to_send_flags(unsigned f) noexcept {
     return out;
 }
 
-// ibv_send_flags for each combination of the four SendFlags bits; higher bits mean nothing and are dropped.
+// ibv_send_flags for every SendFlags byte; the bits above the four flags mean nothing and are dropped.
 constexpr auto send_flag_table = [] {
-    std::array<std::uint8_t, 16> t{};
+    std::array<std::uint8_t, 256> t{};
     for (unsigned f = 0; f < t.size(); ++f) t[f] = static_cast<std::uint8_t>(to_send_flags(f));
     return t;
 }();
@@ -110,6 +110,19 @@ inline std::uint32_t rkey_high(const SendRequest& r) noexcept {
     }
 }
 
+// A request's flags (bits 7..0) and remote_backend (bits 15..8), read as one 16-bit word.
+static_assert(offsetof(SendRequest, remote_backend) == offsetof(SendRequest, flags) + 1 &&
+              sizeof(SendFlags) == 1 && sizeof(BackendKind) == 1);
+inline std::uint32_t flags_and_backend(const SendRequest& r) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::uint16_t word = 0;
+        std::memcpy(&word, &r.flags, sizeof word);
+        return word;
+    } else {
+        return static_cast<std::uint32_t>(r.flags) | static_cast<std::uint32_t>(r.remote_backend) << 8;
+    }
+}
+
 }  // namespace
 
 void rerun_error_flush(ibv_qp* qp) noexcept {
@@ -145,14 +158,13 @@ namespace {
 [[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
                                                 std::uint64_t wr_id, ibv_send_wr& wr, WorkQueue::Slot& slot) noexcept {
     const FastOp op = ops[static_cast<std::uint8_t>(r.opcode)];
-    const unsigned flags = static_cast<std::uint8_t>(r.flags);
-    if (((flags | 0x100u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr || r.num_sge != 1 ||
-        r.sge.length > max_length || !remote_backend_matches(r, BackendKind::verbs)) [[unlikely]] {
+    if (((flags_and_backend(r) | 0x10000u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr ||
+        r.num_sge != 1 || r.sge.length > max_length) [[unlikely]] {
         return false;
     }
     wr.wr_id = wr_id;
     wr.opcode = static_cast<ibv_wr_opcode>(op.wr_opcode);
-    wr.send_flags = send_flag_table[flags & 0xf];
+    wr.send_flags = send_flag_table[static_cast<std::uint8_t>(r.flags)];
     if (op.has_imm != 0) wr.imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
     copy_remote(r, wr);
     copy_segment(r.sge, *wr.sg_list);
@@ -179,19 +191,25 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     // below and restored). wr_id counts up from tag | head; a batch whose positions would wrap round 2^32
     // (once in 4 billion requests) goes the general way, which counts them in 32 bits.
     if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_send_general(batch);
-    const std::uint64_t mask = sq_.ring_mask;
+    // The batch's slots run from head's to the end of the ring and on from its start: two runs, each built
+    // with a slot pointer that steps, instead of masking every position (n fits in the ring: n <= capacity).
+    const std::uint32_t first = head & sq_.ring_mask;
+    const std::size_t before_wrap = std::min<std::size_t>(n, sq_.ring_mask + 1 - first);
     const std::uint32_t max_length = max_single_length_;
     const FastOp* const ops = send_ops_.data();
-    WorkQueue::Slot* const slots = sq_.slots.get();
     ibv_send_wr* const wrs = send_wrs_.get();
     ibv_send_wr* wr = wrs;
     std::uint64_t wr_id = sq_.tag | head;
-    for (const SendRequest& r : batch) {
-        if (!build_common(r, ops, max_length, wr_id, *wr, slots[wr_id & mask])) [[unlikely]] {
-            return post_send_general(batch);
+    const SendRequest* r = batch.data();
+    const auto build_run = [&](const SendRequest* const run_end, WorkQueue::Slot* slot) noexcept {
+        for (; r != run_end; ++r, ++slot, ++wr, ++wr_id) {
+            if (!build_common(*r, ops, max_length, wr_id, *wr, *slot)) [[unlikely]] return false;
         }
-        ++wr_id;
-        ++wr;
+        return true;
+    };
+    if (!build_run(r + before_wrap, sq_.slots.get() + first) || !build_run(batch.data() + n, sq_.slots.get()))
+        [[unlikely]] {
+        return post_send_general(batch);
     }
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
     sq_.posted.store(static_cast<std::uint32_t>(wr_id), std::memory_order_release);
@@ -214,9 +232,12 @@ PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
         return post_send_general(std::span(&r, 1));
     }
     sq_.posted.store(head + 1, std::memory_order_release);
-    ibv_send_wr* bad = nullptr;
-    // The provider stops at the first request it refuses: here the only one, so none was posted.
-    if (::ibv_post_send(handle_, &one_wr_, &bad) != 0) [[unlikely]] return send_refused_by_provider(head, nullptr);
+    // The provider stops at the first request it refuses: here the only one, so none was posted, and where it
+    // stopped (written to one_bad_, never read) tells nothing. Only this thread writes `posted`: head is
+    // read back from it on that path, so that nothing but `this` stays live across the call.
+    if (::ibv_post_send(handle_, &one_wr_, &one_bad_) != 0) [[unlikely]] {
+        return send_refused_by_provider(sq_.posted.load(std::memory_order_relaxed) - 1, nullptr);
+    }
     return PostStatus::ok();
 }
 
@@ -249,7 +270,7 @@ PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexce
         wr->wr_id = sq_.tag | pos;
         wr->num_sge = static_cast<int>(r.num_sge);
         wr->opcode = static_cast<ibv_wr_opcode>(info.wr_opcode);
-        wr->send_flags = send_flag_table[static_cast<unsigned>(r.flags) & 0xf];
+        wr->send_flags = send_flag_table[static_cast<std::uint8_t>(r.flags)];
         wr->imm_data = htonl(r.imm);
         if (info.atomic) {  // wr.atomic.compare_add shares its place with wr.rdma.rkey
             wr->wr.atomic.remote_addr = r.remote_addr;
@@ -307,23 +328,30 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     if (n - 1 >= rq_.free_slots(head)) [[unlikely]] return n == 0 ? PostStatus::ok() : PostStatus::queue_full();
     // The state before the post, for a device that needs help to flush receives posted in error (rxe).
     const QpState before = recv_flush_help_ ? state_.load(std::memory_order_relaxed) : QpState::rts;
-    const std::uint32_t mask = rq_.ring_mask;
-    const std::uint64_t tag = rq_.tag;
-    WorkQueue::Slot* const slots = rq_.slots.get();
+    // As in post_batch: the slots in at most two runs, before and after the ring wraps; wr_id counts up from
+    // tag | head, the wrap of positions round 2^32 going the general way (which counts them in 32 bits).
+    if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_recv_general(batch);
+    const std::uint32_t first = head & rq_.ring_mask;
+    const std::size_t before_wrap = std::min<std::size_t>(n, rq_.ring_mask + 1 - first);
     ibv_recv_wr* const wrs = recv_wrs_.get();
     ibv_recv_wr* wr = wrs;
-    std::uint32_t pos = head;
-    for (const RecvRequest& r : batch) {
-        if (r.sg_list != nullptr || r.num_sge != 1) [[unlikely]] return post_recv_general(batch);
-        copy_segment(r.sge, *wr->sg_list);
-        wr->wr_id = tag | pos;
-        WorkQueue::Slot& slot = slots[pos & mask];
-        slot.id = r.id;
-        slot.tail = static_cast<std::uint32_t>(Opcode::recv) << 8;
-        ++pos;
-        ++wr;
+    std::uint64_t wr_id = rq_.tag | head;
+    const RecvRequest* r = batch.data();
+    const auto build_run = [&](const RecvRequest* const run_end, WorkQueue::Slot* slot) noexcept {
+        for (; r != run_end; ++r, ++slot, ++wr, ++wr_id) {
+            if (r->sg_list != nullptr || r->num_sge != 1) [[unlikely]] return false;
+            copy_segment(r->sge, *wr->sg_list);
+            wr->wr_id = wr_id;
+            slot->id = r->id;
+            slot->tail = static_cast<std::uint32_t>(Opcode::recv) << 8;
+        }
+        return true;
+    };
+    if (!build_run(r + before_wrap, rq_.slots.get() + first) || !build_run(batch.data() + n, rq_.slots.get()))
+        [[unlikely]] {
+        return post_recv_general(batch);
     }
-    rq_.posted.store(pos, std::memory_order_release);
+    rq_.posted.store(static_cast<std::uint32_t>(wr_id), std::memory_order_release);
     ibv_recv_wr& last = wr[-1];
     last.next = nullptr;
     ibv_recv_wr* bad = nullptr;
@@ -421,14 +449,16 @@ static_assert(static_cast<int>(Opcode::recv_rdma_with_imm) == static_cast<int>(O
 
 namespace {
 
-// Bits 63..32 of a work completion's wr_id (the queue's table index and generation), read as one 32-bit word.
-inline std::uint32_t queue_key(const ibv_wc& w) noexcept {
+// A work completion's wr_id bits 63..32 (its queue's key) and its status, as one 64-bit word: equal to a
+// queue's key exactly when the completion is a success of that queue, so one comparison covers both.
+static_assert(offsetof(ibv_wc, wr_id) == 0 && offsetof(ibv_wc, status) == 8 && sizeof(ibv_wc_status) == 4);
+inline std::uint64_t key_and_status(const ibv_wc& w) noexcept {
     if constexpr (std::endian::native == std::endian::little) {
-        std::uint32_t key = 0;
-        std::memcpy(&key, reinterpret_cast<const unsigned char*>(&w.wr_id) + 4, sizeof key);
-        return key;
+        std::uint64_t word = 0;
+        std::memcpy(&word, reinterpret_cast<const unsigned char*>(&w) + 4, sizeof word);
+        return word;
     } else {
-        return static_cast<std::uint32_t>(w.wr_id >> wr_index_shift);
+        return (w.wr_id >> wr_index_shift) | static_cast<std::uint64_t>(static_cast<std::uint32_t>(w.status)) << 32;
     }
 }
 
@@ -454,7 +484,9 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         last_epoch_ = epoch;
         last_key_ = 0;
     }
-    std::uint32_t key = last_key_;  // wr_id bits 63..32 of the current queue; generation 0 is never issued
+    // wr_id bits 63..32 of the current queue (generation 0 is never issued), held in 64 bits to compare with
+    // key_and_status.
+    std::uint64_t key = last_key_;
     WorkQueue* wq = last_wq_;
     const WorkQueue::Slot* slots = nullptr;
     std::uint32_t mask = 0;
@@ -482,61 +514,67 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     const ibv_wc* w = wc_.data();
     const ibv_wc* const end = w + got;
     while (w != end) {
-        if (const std::uint32_t k = queue_key(*w); k != key) [[unlikely]] {
-            if (key != 0) wq->retired.store(retired, std::memory_order_release);
-            wq = queues_.find(w->wr_id);
-            key = wq != nullptr ? k : 0;
-            if (wq == nullptr) {  // a completion of a destroyed QP
+        // The fast loops below take runs of successes of the current queue; anything else comes here first.
+        if (const std::uint64_t ks = key_and_status(*w); ks != key) [[unlikely]] {
+            if (const std::uint64_t k = static_cast<std::uint32_t>(ks); k != key) {
+                if (key != 0) wq->retired.store(retired, std::memory_order_release);
+                wq = queues_.find(w->wr_id);
+                if (wq == nullptr) {  // a completion of a destroyed QP
+                    key = 0;
+                    outstanding = 0;  // nothing is taken until a live queue's completion comes
+                    ++w;
+                    continue;
+                }
+                key = k;
+                slots = wq->slots.get();
+                mask = wq->ring_mask;
+                retired = wq->retired.load(std::memory_order_relaxed);
+                outstanding = wq->posted.load(std::memory_order_acquire) - retired;
+                recv = wq->is_recv ? 1 : 0;
+            }
+            if (w->status != IBV_WC_SUCCESS) {
+                const WorkQueue::Slot* posted = nullptr;
+                if (take(*w, posted)) {
+                    translate_error(*w, *wq, *posted, *c);
+                    ++c;
+                }
                 ++w;
                 continue;
             }
-            slots = wq->slots.get();
-            mask = wq->ring_mask;
-            retired = wq->retired.load(std::memory_order_relaxed);
-            outstanding = wq->posted.load(std::memory_order_acquire) - retired;
-            recv = wq->is_recv ? 1 : 0;
         }
-        // The run of completions of this queue, each kind of queue in a loop of its own.
+        // The run of successes of this queue, each kind of queue in a loop of its own.
         const WorkQueue::Slot* posted = nullptr;
         if (recv == 0) [[likely]] {
             do {
                 if (take(*w, posted)) [[likely]] {
-                    if (w->status == IBV_WC_SUCCESS) [[likely]] {
-                        put(c, posted->id, w->byte_len, w->qp_num, posted->tail);
-                    } else {
-                        translate_error(*w, *wq, *posted, *c);
-                    }
+                    put(c, posted->id, w->byte_len, w->qp_num, posted->tail);
                     ++c;
                 }
                 ++w;
-            } while (w != end && queue_key(*w) == key);
+            } while (w != end && key_and_status(*w) == key);
         } else {
             do {
                 if (take(*w, posted)) [[likely]] {
-                    if (w->status == IBV_WC_SUCCESS) [[likely]] {
-                        std::uint64_t lengths = w->byte_len;
-                        std::uint64_t tail = posted->tail;
-                        // Immediate data belongs to receive completions (rxe also flags the requester's
-                        // completion of a *_with_imm request, without a value). The slot says recv; a
-                        // write_with_imm that consumed the receive is the opcode after it.
-                        if ((w->wc_flags & IBV_WC_WITH_IMM) != 0) {
-                            lengths |= static_cast<std::uint64_t>(ntohl(w->imm_data)) << 32;
-                            tail |= 1u << 16;
-                        }
-                        if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
-                        put(c, posted->id, lengths, w->qp_num, tail);
-                    } else {
-                        translate_error(*w, *wq, *posted, *c);
+                    std::uint64_t lengths = w->byte_len;
+                    std::uint64_t tail = posted->tail;
+                    // Immediate data belongs to receive completions (rxe also flags the requester's
+                    // completion of a *_with_imm request, without a value). The slot says recv; a
+                    // write_with_imm that consumed the receive is the opcode after it.
+                    if ((w->wc_flags & IBV_WC_WITH_IMM) != 0) {
+                        lengths |= static_cast<std::uint64_t>(ntohl(w->imm_data)) << 32;
+                        tail |= 1u << 16;
                     }
+                    if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+                    put(c, posted->id, lengths, w->qp_num, tail);
                     ++c;
                 }
                 ++w;
-            } while (w != end && queue_key(*w) == key);
+            } while (w != end && key_and_status(*w) == key);
         }
     }
     if (key != 0) wq->retired.store(retired, std::memory_order_release);
-    last_key_ = key;
-    last_send_key_ = recv != 0 ? 0 : key;
+    last_key_ = static_cast<std::uint32_t>(key);
+    last_send_key_ = recv != 0 ? 0 : static_cast<std::uint32_t>(key);
     last_wq_ = wq;
     return static_cast<std::size_t>(c - out);
 }
@@ -570,7 +608,7 @@ std::size_t VerbsCq::took_one() noexcept {
     // covers the queue, its kind and the status.)
     const ibv_wc& w = wc_[0];
     WorkQueue* const wq = last_wq_;
-    if (((queue_key(w) ^ last_send_key_) | static_cast<std::uint32_t>(w.status)) != 0 ||
+    if (key_and_status(w) != last_send_key_ ||
         queues_.epoch() != last_epoch_) [[unlikely]] {
         return took(1);
     }

@@ -77,6 +77,46 @@ BOOST_AUTO_TEST_CASE(a_signaled_completion_retires_the_unsignaled_before_it) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(batches_that_straddle_the_end_of_the_ring_complete_in_order) {
+    // Batches of 7 on a ring of 32 slots: most rounds end past the ring's last slot and go on at its first.
+    std::uint64_t next = 0;
+    for (int round = 0; round < 20; ++round) {
+        std::vector<weft::SendRequest> batch;
+        for (int i = 0; i < 7; ++i) batch.push_back(weft::write(next + static_cast<std::uint64_t>(i), seg, dst));
+        BOOST_REQUIRE(s.qp.post_send(batch));
+        const auto got = drain();
+        BOOST_REQUIRE_EQUAL(got.size(), 7u);
+        for (const auto& c : got) BOOST_TEST(c.id == next++);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(receive_batches_that_straddle_the_end_of_the_ring_complete_in_order) {
+    std::uint64_t next = 0;
+    for (int round = 0; round < 20; ++round) {
+        std::vector<weft::RecvRequest> batch;
+        for (int i = 0; i < 7; ++i) batch.push_back(weft::recv(next + static_cast<std::uint64_t>(i), seg));
+        BOOST_REQUIRE(s.qp.post_recv(batch));
+        fake::deliver(p.qp, 7, 16);
+        const auto got = drain();
+        BOOST_REQUIRE_EQUAL(got.size(), 7u);
+        for (const auto& c : got) BOOST_TEST(c.id == next++);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(flag_bits_beyond_the_four_flags_are_ignored) {
+    // SendFlags has four bits; a request with others set posts as if they were clear, alone or in a batch.
+    const auto odd = [&](std::uint64_t id) {
+        weft::SendRequest r = weft::write(id, seg, dst);
+        r.flags = static_cast<weft::SendFlags>(static_cast<std::uint8_t>(r.flags) | 0xf0u);
+        return r;
+    };
+    BOOST_REQUIRE(s.qp.post_send({odd(1)}));
+    BOOST_REQUIRE(s.qp.post_send({weft::write(2, seg, dst), odd(3)}));
+    const auto got = drain();
+    BOOST_REQUIRE_EQUAL(got.size(), 3u);
+    for (std::size_t i = 0; i < got.size(); ++i) BOOST_TEST(got[i].id == i + 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_batch_that_does_not_fit_is_refused_whole) {
     std::vector<weft::SendRequest> batch(depth + 1, weft::write(1, seg, dst));
     BOOST_TEST((s.qp.post_send(batch).code() == weft::PostStatus::Code::queue_full));
@@ -100,6 +140,7 @@ BOOST_AUTO_TEST_CASE(invalid_requests_are_refused_with_their_index_and_nothing_i
         {weft::write(1, weft::LocalSegment{local_addr, 128, lkey, nullptr}, dst).inline_data(), "inline"},
         {weft::write(1, seg, dst).with_imm(1).with_imm(2), "opcode"},
         {weft::write(1, weft::LocalSegment{local_addr, 0x80000001u, lkey, nullptr}, dst), "max_msg_size"},
+        {weft::write(1, seg, weft::RemoteRegion(0x1000, 4096, 1, weft::BackendKind::sim)), "another backend"},
     };
     for (const Case& c : cases) {
         const auto st = s.qp.post_send({weft::write(7, seg, dst), c.bad});
