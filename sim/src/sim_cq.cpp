@@ -107,6 +107,7 @@ bool SimCq::wait(std::chrono::nanoseconds timeout) {
         if (!f.idle()) {
             // The next event lies past the deadline: the wait times out in virtual time.
             f.now = std::max(f.now, virtual_deadline);
+            f.stage_if_due();
             return false;
         }
         // Nothing in flight: only another thread posting can produce a completion. Wait for it in real time.

@@ -5,6 +5,7 @@
 #include "sim.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -301,6 +302,7 @@ int SimQp::check_gather(std::uint64_t i) noexcept {
 
 void SimQp::transmit_pending() noexcept {
     if (state_ != QpState::rts || rnr_wait_) return;
+    bool staged_source = false;  // a transmitted packet will read a program's source
     while (sq_next_tx_ < sq_posted_ && sq_next_tx_ < tx_stop_) {
         const std::uint64_t i = sq_next_tx_;
         SqEntry& e = sq_at(i);
@@ -311,6 +313,7 @@ void SimQp::transmit_pending() noexcept {
             e.status = local_key_error(why);
             tx_stop_ = i;
             complete_in_order();
+            if (staged_source) arm_staging();
             return;
         }
         const bool payload = carries_payload(e.opcode);
@@ -333,6 +336,12 @@ void SimQp::transmit_pending() noexcept {
         ev.qpn = remote_qpn_;
         ev.peer = qp_num;
         ev.msn = i;
+        e.tx_start = start;
+        e.tx_base = ev.base;
+        // The order its packets leave and are placed in (torn), drawn per transmission.
+        e.perm_key = payload && bytes > fabric_.params.mtu && fabric_.reorders(reorder_torn) ? (fabric_.rng.next() | 1) : 0;
+        if (i < stage_msn_ || (i == stage_msn_ && stage_k_ > 0)) restage_from(i);
+        staged_source |= reads_source(e);
         if (i < tx_high_) ++fabric_.stats.retransmitted;
         else tx_high_ = i + 1;
         if (fabric_.tracing) {
@@ -351,6 +360,7 @@ void SimQp::transmit_pending() noexcept {
         fabric_.send_packet(ev, domain_->node());
         ++sq_next_tx_;
     }
+    if (staged_source) arm_staging();
     arm_timer();
 }
 
@@ -688,7 +698,7 @@ void SimQp::on_deliver(const Event& e) noexcept {
     inbound_.placed = 0;
     inbound_.base = e.base;
     inbound_.from_node = e.from_node;
-    inbound_.perm_key = inbound_.packets > 1 && fabric_.reorders(reorder_torn) ? (fabric_.rng.next() | 1) : 0;
+    inbound_.perm_key = w.perm_key;
     inbound_.checked = domain_->mr_epoch;  // begin_message checked the target
     ++inbound_.gen;
     if (!place_packet(0)) return;
@@ -813,6 +823,12 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
             return false;
         }
     }
+    // A packet still on the wire when the program last ran left with the bytes staged then (stage_until);
+    // any other left since the program last ran, so the source still holds what it sent.
+    const std::byte* staged = q->staged_head_ != q->staged_tail_ ? q->staged_packet(msn, inbound_.base, k) : nullptr;
+    // The staged bytes as a gather list whose byte `offset` is the packet's first (nothing before it is read).
+    const LocalSegment from_staging = staged ? contiguous(reinterpret_cast<std::uint64_t>(staged) - offset, offset + n)
+                                             : LocalSegment{};
     if (w.opcode == Opcode::send || w.opcode == Opcode::send_with_imm) {
         const auto dst = rq_sges(inbound_.rq);
         if (inbound_.checked != domain_->mr_epoch && check_segments(*domain_, dst, true) != segments_fine) {
@@ -825,7 +841,8 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
             send_ack(q->qp_num, msn, WcStatus::remote_operation, 0);
             return false;
         }
-        copy_range(src, dst, offset, n);
+        copy_range(staged ? std::span<const LocalSegment>(&from_staging, 1) : src, dst, offset, n);
+        if (staged) q->pop_staged();
         trace_place(p, offset, n);
         return true;
     }
@@ -841,7 +858,10 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         send_ack(q->qp_num, msn, WcStatus::remote_access, 0);
         return false;
     }
-    if (src.size() == 1) {
+    if (staged) {
+        std::memmove(reinterpret_cast<void*>(w.remote_addr + offset), staged, n);
+        q->pop_staged();
+    } else if (src.size() == 1) {
         // One source segment (most writes): the packet's bytes are at the same offset on both sides.
         std::memmove(reinterpret_cast<void*>(w.remote_addr + offset), reinterpret_cast<const void*>(src[0].addr + offset), n);
     } else {
@@ -1084,6 +1104,161 @@ void SimQp::on_respond(const Event& e) noexcept {
 void SimQp::on_deferred(const Event& e) noexcept {
     if (!deferred_.active || e.generation != deferred_.gen) return;
     run_deferred();
+}
+
+// ---- sources read at transmission (staging)
+
+bool SimQp::reads_source(const SqEntry& e) noexcept {
+    return carries_payload(e.opcode) && e.length > 0 && !has(e.flags, SendFlags::inline_data);
+}
+
+void SimQp::restage_from(std::uint64_t i) noexcept {
+    // Entry i leaves again: what was staged of it and of later entries belongs to an earlier transmission.
+    while (staged_tail_ != staged_head_ && staged_[(staged_tail_ - 1) & (staged_.size() - 1)].msn >= i) --staged_tail_;
+    bytes_tail_ = staged_tail_ == staged_head_ ? bytes_head_ : [&] {
+        const Staged& last = staged_[(staged_tail_ - 1) & (staged_.size() - 1)];
+        return last.at + last.n;
+    }();
+    stage_msn_ = i;
+    stage_k_ = 0;
+}
+
+void SimQp::arm_staging() noexcept {
+    if (stage_msn_ < sq_completed_) stage_msn_ = sq_completed_, stage_k_ = 0;
+    if (stage_msn_ >= sq_next_tx_) return;
+    // The cursor's packet, or an earlier time when it is not one that reads a source: stage_until skips on.
+    const std::uint64_t due = sq_at(stage_msn_).tx_start + fabric_.wire_ns(std::uint64_t{stage_k_} * fabric_.params.mtu);
+    if (due >= stage_due_) return;
+    stage_due_ = due;
+    fabric_.key_staging(domain_->node(), {due, qp_num, ++stage_gen_});
+}
+
+void SimQp::stage_until(std::uint64_t t) noexcept {
+    stage_due_ = UINT64_MAX;
+    while (staged_head_ != staged_tail_ && staged_[staged_head_ & (staged_.size() - 1)].msn < sq_completed_) pop_staged();
+    if (stage_msn_ < sq_completed_) stage_msn_ = sq_completed_, stage_k_ = 0;
+    // What the responder has taken in needs no staging; without a responder nothing lands.
+    const SimQp* r = state_ == QpState::rts ? fabric_.find_qp(remote_qpn_) : nullptr;
+    if (!r) {
+        stage_msn_ = std::max(stage_msn_, sq_next_tx_);
+        stage_k_ = 0;
+        return;
+    }
+    const std::uint64_t mtu = fabric_.params.mtu;
+    for (; stage_msn_ < sq_next_tx_; ++stage_msn_, stage_k_ = 0) {
+        const std::uint64_t i = stage_msn_;
+        const SqEntry& e = sq_at(i);
+        if (!reads_source(e) || e.done || i < r->expected_msn_) continue;
+        const std::uint32_t packets = fabric_.packets(e.length);
+        const Inbound& in = r->inbound_;
+        if (in.active && in.requester == qp_num && in.msn == i && in.base == e.tx_base) {
+            stage_k_ = std::max(stage_k_, in.placed);
+        }
+        for (; stage_k_ < packets; ++stage_k_) {
+            const std::uint64_t leaves = e.tx_start + fabric_.wire_ns(std::uint64_t{stage_k_} * mtu);
+            if (leaves >= t) {
+                stage_due_ = leaves;
+                fabric_.key_staging(domain_->node(), {leaves, qp_num, ++stage_gen_});
+                return;
+            }
+            // A source whose region is gone is not read; the packet fails as it lands (place_packet).
+            if (check_gather(i) != segments_fine) break;
+            stage_packet(i, stage_k_);
+        }
+    }
+}
+
+void SimQp::stage_packet(std::uint64_t msn, std::uint32_t k) noexcept {
+    const SqEntry& e = sq_at(msn);
+    const std::uint64_t mtu = fabric_.params.mtu;
+    const std::uint64_t offset = std::uint64_t{permute(k, fabric_.packets(e.length), e.perm_key)} * mtu;
+    const auto n = static_cast<std::uint32_t>(std::min(mtu, e.length - std::min(e.length, offset)));
+    if (n == 0) return;
+    std::uint64_t at = 0;
+    std::byte* to = reserve_staging(n, at);
+    ++fabric_.stats.staged;
+    const auto src = sq_sges(msn);
+    if (src.size() == 1) {
+        std::memcpy(to, reinterpret_cast<const void*>(src[0].addr + offset), n);
+    } else {
+        const LocalSegment dst = contiguous(reinterpret_cast<std::uint64_t>(to) - offset, offset + n);
+        copy_range(src, {&dst, 1}, offset, n);
+    }
+    if (staged_tail_ - staged_head_ == staged_.size()) {
+        // Full: twice the slots, the records kept in order from slot 0.
+        std::vector<Staged> bigger(std::max<std::size_t>(16, staged_.size() * 2));
+        for (std::uint64_t j = staged_head_; j != staged_tail_; ++j) bigger[j - staged_head_] = staged_[j & (staged_.size() - 1)];
+        staged_tail_ -= staged_head_;
+        staged_head_ = 0;
+        staged_.swap(bigger);
+    }
+    staged_[staged_tail_++ & (staged_.size() - 1)] = {msn, e.tx_base, at, k, n};
+}
+
+std::byte* SimQp::reserve_staging(std::uint32_t n, std::uint64_t& at) {
+    for (;;) {
+        const std::uint64_t cap = stage_bytes_.size();
+        std::uint64_t pos = bytes_tail_;
+        if (cap != 0 && (pos & (cap - 1)) + n > cap) pos += cap - (pos & (cap - 1));  // contiguous: skip the end
+        if (cap != 0 && pos + n - bytes_head_ <= cap) {
+            bytes_tail_ = pos + n;
+            at = pos;
+            return &stage_bytes_[pos & (cap - 1)];
+        }
+        // Too small: a ring at least twice as large, the staged packets packed from its start.
+        const std::uint64_t live = bytes_tail_ - bytes_head_;
+        std::vector<std::byte> bigger(std::bit_ceil(std::max<std::uint64_t>({cap * 2, (live + n) * 2, 65536})));
+        std::uint64_t out = 0;
+        for (std::uint64_t j = staged_head_; j != staged_tail_; ++j) {
+            Staged& st = staged_[j & (staged_.size() - 1)];
+            std::memcpy(&bigger[out], &stage_bytes_[st.at & (cap - 1)], st.n);
+            st.at = out;
+            out += st.n;
+        }
+        stage_bytes_.swap(bigger);
+        bytes_head_ = 0;
+        bytes_tail_ = out;
+    }
+}
+
+const std::byte* SimQp::staged_packet(std::uint64_t msn, std::uint64_t base, std::uint32_t k) noexcept {
+    while (staged_head_ != staged_tail_) {
+        const Staged& st = staged_[staged_head_ & (staged_.size() - 1)];
+        if (st.msn > msn || (st.msn == msn && (st.base != base || st.k > k))) return nullptr;
+        if (st.msn == msn && st.k == k) return &stage_bytes_[st.at & (stage_bytes_.size() - 1)];
+        pop_staged();  // lost, or landed from another transmission: never placed
+    }
+    return nullptr;
+}
+
+void SimQp::pop_staged() noexcept {
+    ++staged_head_;
+    bytes_head_ = staged_head_ == staged_tail_ ? bytes_tail_ : staged_[staged_head_ & (staged_.size() - 1)].at;
+}
+
+void FabricState::key_staging(std::uint32_t node, const StageKey& key) {
+    if (node >= stage_heaps_.size()) stage_heaps_.resize(node + 1);
+    auto& heap = stage_heaps_[node];
+    heap.push_back(key);
+    std::push_heap(heap.begin(), heap.end(), [](const StageKey& a, const StageKey& b) { return a.due > b.due; });
+    ++stage_keys_;
+}
+
+void FabricState::stage_sources() noexcept {
+    const auto later = [](const StageKey& a, const StageKey& b) { return a.due > b.due; };
+    for (std::uint32_t node = 0; node < stage_heaps_.size(); ++node) {
+        auto& heap = stage_heaps_[node];
+        // A store by this node's program falls at its program time: what left before that is staged now.
+        const std::uint64_t t = program_time(node);
+        while (!heap.empty() && heap.front().due < t) {
+            const StageKey key = heap.front();
+            std::pop_heap(heap.begin(), heap.end(), later);
+            heap.pop_back();
+            --stage_keys_;
+            SimQp* qp = find_qp(key.qpn);
+            if (qp && qp->stage_gen() == key.gen) qp->stage_until(t);
+        }
+    }
 }
 
 }  // namespace weft::sim::detail

@@ -84,9 +84,11 @@ std::uint64_t FabricState::enter_call(std::uint32_t node, bool observes) noexcep
         run([] { return false; }, at, SIZE_MAX);
         now = std::max(now, at);
         clock = now;
+        stage_if_due();
         return now;
     }
     clock = at;
+    stage_if_due();
     return at;
 }
 
@@ -485,6 +487,7 @@ void Fabric::run_for(std::chrono::nanoseconds duration) {
     std::uint64_t deadline = state_->now + static_cast<std::uint64_t>(std::max<std::int64_t>(0, duration.count()));
     state_->run([] { return false; }, deadline, SIZE_MAX);
     state_->now = std::max(state_->now, deadline);
+    state_->stage_if_due();
 }
 
 bool Fabric::idle() const {
