@@ -189,7 +189,6 @@ public:
             step();
             ++n;
         }
-        stage_if_due();
         return n;
     }
 
@@ -197,11 +196,16 @@ public:
     /// The program can change a source only between two calls, so a packet that leaves and lands while the
     /// fabric runs reads the source as it lands; one still on the wire when the program may run again has its
     /// bytes staged then, once (SimQp::stage_until). Each requester QP with packets to stage keeps one key
-    /// in its node's heap: when its next packet leaves. Called wherever a call hands control back, or moves
-    /// the fabric's or a program's time without running events; cheap when no key is due.
+    /// in its node's heap: when its next packet leaves. Called as every call that runs the fabric or moves a
+    /// program's time hands control back (ReturnToProgram); cheap when no key is due.
     void stage_if_due() noexcept {
         if (stage_keys_ != 0) stage_sources();
     }
+    /// Declared after the fabric lock in an API call: stages what must be as the call returns, on every path.
+    struct ReturnToProgram {
+        FabricState& fabric;
+        ~ReturnToProgram() { fabric.stage_if_due(); }
+    };
     struct StageKey {
         std::uint64_t due = 0;  ///< when the QP's next packet to stage leaves
         std::uint32_t qpn = 0;
@@ -548,9 +552,9 @@ public:
     void on_respond(const Event& e) noexcept;
     /// The peer disconnected: this QP goes to error.
     void on_disconnect(const Event& e) noexcept;
-    /// Stages the bytes of this requester's packets that left before `t` and have not landed; keys the
-    /// next one to leave (fabric lock held).
-    void stage_until(std::uint64_t t) noexcept;
+    /// Stages the bytes of this requester's packets that left before `t` and have not landed (fabric lock
+    /// held). Returns when the next one leaves (UINT64_MAX: none to stage); its key is then moved to that time.
+    std::uint64_t stage_until(std::uint64_t t) noexcept;
     std::uint32_t stage_gen() const noexcept { return stage_gen_; }
     /// Moves the QP to error because its CQ overran.
     void on_cq_error() noexcept { enter_error(); }
@@ -585,7 +589,10 @@ private:
     int check_local(std::uint64_t i) noexcept;
     /// 0 when the gather list of send-queue entry `i` (not inline) lies in registered regions, else why not;
     /// checked again only after a deregistration in this domain.
-    int check_gather(std::uint64_t i) noexcept;
+    int check_gather(std::uint64_t i) noexcept {
+        return sq_at(i).sources_checked == domain_->mr_epoch ? 0 : check_gather_again(i);
+    }
+    int check_gather_again(std::uint64_t i) noexcept;
     void arm_timer() noexcept;
     void complete_in_order() noexcept;
     void enter_error() noexcept;
@@ -623,12 +630,16 @@ private:
     void restage_from(std::uint64_t i) noexcept;
     /// Keys the packet at the staging cursor if it was transmitted and is due before the current key.
     void arm_staging() noexcept;
-    void stage_packet(std::uint64_t msn, std::uint32_t k) noexcept;
-    /// The staged bytes of packet `k` of transmission `base` of message `msn`, or null (read the source);
-    /// staged packets before it are dropped. A found one stays at the front until pop_staged().
-    const std::byte* staged_packet(std::uint64_t msn, std::uint64_t base, std::uint32_t k) noexcept;
+    struct Staged;
+    /// The staged packet `k` of transmission `base` of message `msn`, or null (read the source); staged
+    /// packets before it are dropped. A found one stays at the front until pop_staged().
+    const Staged* staged_packet(std::uint64_t msn, std::uint64_t base, std::uint32_t k) noexcept;
+    const std::byte* staged_data(const Staged& st) const noexcept;
     void pop_staged() noexcept;
+    /// Room for `n` contiguous bytes at the back of the staging ring; `at` is where they start.
     std::byte* reserve_staging(std::uint32_t n, std::uint64_t& at);
+    void grow_staging(std::uint32_t n);
+    void grow_staged();
     void trace_place(std::uint32_t packet, std::uint64_t offset, std::uint64_t n) noexcept;
     void schedule_place() noexcept;
     /// Responder side: checks read/atomic `msn` of `q`; success when it may execute.
@@ -736,8 +747,9 @@ private:
     // their bytes in a ring (both rings keep their capacity; a packet's bytes are contiguous).
     struct Staged {
         std::uint64_t msn = 0;
-        std::uint64_t base = 0;  ///< the transmission (SqEntry::tx_base)
-        std::uint64_t at = 0;    ///< where its bytes start in stage_bytes_ (a running count)
+        std::uint64_t base = 0;    ///< the transmission (SqEntry::tx_base)
+        std::uint64_t offset = 0;  ///< the packet's offset in the message
+        std::uint64_t at = 0;      ///< where its bytes start in stage_bytes_ (a running count)
         std::uint32_t k = 0;     ///< its place in leaving order
         std::uint32_t n = 0;
     };
@@ -761,6 +773,29 @@ inline SimQp* FabricState::find_qp(std::uint32_t qpn) const noexcept {
     if (slot >= qps_.size()) return nullptr;
     SimQp* qp = qps_[slot];
     return qp && qp->qp_num == qpn ? qp : nullptr;
+}
+
+inline std::byte* SimQp::reserve_staging(std::uint32_t n, std::uint64_t& at) {
+    for (;;) {
+        const std::uint64_t cap = stage_bytes_.size();
+        std::uint64_t pos = bytes_tail_;
+        if (cap != 0 && (pos & (cap - 1)) + n > cap) pos += cap - (pos & (cap - 1));  // contiguous: skip the end
+        if (cap != 0 && pos + n - bytes_head_ <= cap) {
+            bytes_tail_ = pos + n;
+            at = pos;
+            return &stage_bytes_[pos & (cap - 1)];
+        }
+        grow_staging(n);
+    }
+}
+
+inline const std::byte* SimQp::staged_data(const Staged& st) const noexcept {
+    return &stage_bytes_[st.at & (stage_bytes_.size() - 1)];
+}
+
+inline void SimQp::pop_staged() noexcept {
+    ++staged_head_;
+    bytes_head_ = staged_head_ == staged_tail_ ? bytes_tail_ : staged_[staged_head_ & (staged_.size() - 1)].at;
 }
 
 /// IB encodings to virtual nanoseconds.

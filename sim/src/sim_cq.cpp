@@ -68,6 +68,7 @@ std::size_t SimCq::poll(std::span<Completion> out) noexcept {
     FabricState& f = *domain_->fabric();
     OneAtATime::Scope poller(pollers_);
     std::lock_guard lock(f.mu);
+    FabricState::ReturnToProgram stage{f};
     if (poller.overlapped) report_overlap(f);
     f.enter_call(domain_->node(), true);
     if (count_ == 0 && !f.idle()) {
@@ -96,6 +97,7 @@ bool SimCq::wait(std::chrono::nanoseconds timeout) {
     FabricState& f = *domain_->fabric();
     OneAtATime::Scope poller(pollers_);
     std::unique_lock lock(f.mu);
+    FabricState::ReturnToProgram stage{f};
     if (poller.overlapped) report_overlap(f);
     f.enter_call(domain_->node(), true);
     const std::uint64_t virtual_deadline =
@@ -107,7 +109,6 @@ bool SimCq::wait(std::chrono::nanoseconds timeout) {
         if (!f.idle()) {
             // The next event lies past the deadline: the wait times out in virtual time.
             f.now = std::max(f.now, virtual_deadline);
-            f.stage_if_due();
             return false;
         }
         // Nothing in flight: only another thread posting can produce a completion. Wait for it in real time.
