@@ -749,7 +749,7 @@ private:
         std::uint64_t msn = 0;
         std::uint64_t base = 0;    ///< the transmission (SqEntry::tx_base)
         std::uint64_t offset = 0;  ///< the packet's offset in the message
-        std::uint64_t at = 0;      ///< where its bytes start in stage_bytes_ (a running count)
+        std::uint64_t at = 0;      ///< where its bytes start in stage_bytes_ (a running count); up to 8 bytes: the bytes
         std::uint32_t k = 0;     ///< its place in leaving order
         std::uint32_t n = 0;
     };
@@ -790,12 +790,13 @@ inline std::byte* SimQp::reserve_staging(std::uint32_t n, std::uint64_t& at) {
 }
 
 inline const std::byte* SimQp::staged_data(const Staged& st) const noexcept {
-    return &stage_bytes_[st.at & (stage_bytes_.size() - 1)];
+    return st.n <= sizeof st.at ? reinterpret_cast<const std::byte*>(&st.at) : &stage_bytes_[st.at & (stage_bytes_.size() - 1)];
 }
 
 inline void SimQp::pop_staged() noexcept {
-    ++staged_head_;
-    bytes_head_ = staged_head_ == staged_tail_ ? bytes_tail_ : staged_[staged_head_ & (staged_.size() - 1)].at;
+    const Staged& st = staged_[staged_head_++ & (staged_.size() - 1)];
+    if (st.n > sizeof st.at) bytes_head_ = st.at + st.n;
+    if (staged_head_ == staged_tail_) bytes_head_ = bytes_tail_;
 }
 
 /// IB encodings to virtual nanoseconds.

@@ -1116,11 +1116,9 @@ bool SimQp::reads_source(const SqEntry& e) noexcept {
 
 void SimQp::restage_from(std::uint64_t i) noexcept {
     // Entry i leaves again: what was staged of it and of later entries belongs to an earlier transmission.
+    // (Their bytes stay in the ring until the packets before them are popped.)
     while (staged_tail_ != staged_head_ && staged_[(staged_tail_ - 1) & (staged_.size() - 1)].msn >= i) --staged_tail_;
-    bytes_tail_ = staged_tail_ == staged_head_ ? bytes_head_ : [&] {
-        const Staged& last = staged_[(staged_tail_ - 1) & (staged_.size() - 1)];
-        return last.at + last.n;
-    }();
+    if (staged_tail_ == staged_head_) bytes_head_ = bytes_tail_;
     stage_msn_ = i;
     stage_k_ = 0;
     stage_due_ = UINT64_MAX;  // the key it had is for a later packet: arm_staging makes a new one
@@ -1173,7 +1171,8 @@ std::uint64_t SimQp::stage_until(std::uint64_t t) noexcept {
                 (e.perm_key ? std::uint64_t{permute(stage_k_, packets, e.perm_key)} : std::uint64_t{stage_k_}) * mtu;
             const auto n = static_cast<std::uint32_t>(std::min(mtu, e.length - offset));
             std::uint64_t at = 0;
-            std::byte* to = reserve_staging(n, at);
+            // Up to 8 bytes go in the record itself.
+            std::byte* to = n <= sizeof at ? reinterpret_cast<std::byte*>(&at) : reserve_staging(n, at);
             if (src.size() == 1) {
                 const auto* from = reinterpret_cast<const std::byte*>(src[0].addr + offset);
                 if (n == 8) std::memcpy(to, from, 8);  // the common small write, without a call
@@ -1210,6 +1209,7 @@ void SimQp::grow_staging(std::uint32_t n) {
     std::uint64_t out = 0;
     for (std::uint64_t j = staged_head_; j != staged_tail_; ++j) {
         Staged& st = staged_[j & (staged_.size() - 1)];
+        if (st.n <= sizeof st.at) continue;  // in the record
         std::memcpy(&bigger[out], &stage_bytes_[st.at & (cap - 1)], st.n);
         st.at = out;
         out += st.n;
