@@ -63,7 +63,7 @@ struct Params {
     std::uint32_t reorder = reorder_all;
     Profile profile = Profile::spec;
     bool strict = false;               ///< abort on the first misuse
-    bool check_sources = true;         ///< digest send/write sources at post and at acknowledgement
+    bool check_sources = true;         ///< digest send/write sources at post and at acknowledgement, stage them in flight
     double drop = 0;                   ///< probability a packet (request or response) is lost
     double duplicate = 0;              ///< probability a packet arrives twice
     double delay = 0;                  ///< probability a packet is held up by up to delay_ns

@@ -342,7 +342,8 @@ void SimQp::transmit_pending() noexcept {
         // The order its packets leave and are placed in (torn), drawn per transmission.
         e.perm_key = payload && bytes > fabric_.params.mtu && fabric_.reorders(reorder_torn) ? (fabric_.rng.next() | 1) : 0;
         if (i < stage_msn_ || (i == stage_msn_ && stage_k_ > 0)) restage_from(i);
-        staged_source |= reads_source(e);
+        // check_sources=0 trusts the program not to change a source in flight: nothing is staged.
+        staged_source |= fabric_.params.check_sources && reads_source(e);
         if (i < tx_high_) ++fabric_.stats.retransmitted;
         else tx_high_ = i + 1;
         if (fabric_.tracing) {

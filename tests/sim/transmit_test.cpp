@@ -72,6 +72,24 @@ BOOST_AUTO_TEST_CASE(a_source_changed_mid_message_reaches_the_peer_from_the_next
     }
 }
 
+// check_sources=0 trusts the program: nothing is staged, every packet reads its source as it lands, so the
+// change shows in the packets that had left too, and nothing is reported.
+BOOST_AUTO_TEST_CASE(with_check_sources_off_a_packet_reads_its_source_as_it_lands) {
+    const std::string config = "sim:fabric=xmit_trusted,check_sources=0,reorder=none,latency_ns=1000,gbps=100,mtu=4096";
+    Node a(config), b(config);
+    link(a, b);
+    auto fabric = Fabric::of(a.dom);
+    std::fill_n(a.buf.begin(), message, std::byte{1});
+    BOOST_REQUIRE(a.qp.post_send({write(1, a.mr.slice(0, message), b.mr.remote().slice(0, message))}));
+    fabric.run_for(std::chrono::nanoseconds(1000));
+    std::fill_n(a.buf.begin(), message, std::byte{2});
+    const Completion c = next(a.cq);
+    BOOST_TEST_REQUIRE(c.ok(), c);
+    BOOST_TEST(fabric.stats().staged == 0u);
+    BOOST_TEST(packet_values(b.buf, 0) == std::vector<int>(16, 2), boost::test_tools::per_element());
+    BOOST_TEST(fabric.misuse().empty());
+}
+
 // Program time: the program changes its source between two polls while the message is on the wire, a new
 // value each time. Each packet holds the value the source had as the packet left: the last one stored at
 // or before its departure (a store at program time t comes before a packet leaving at t).
