@@ -514,7 +514,9 @@ struct SqEntry {
     std::uint64_t tx_start = 0;       ///< when its latest transmission began to leave the requester
     std::uint64_t tx_base = 0;        ///< that transmission's Event::base: names it at the responder
     std::uint64_t perm_key = 0;       ///< that transmission's packet order (torn placement); 0: in order
+    std::uint64_t staged_word = 0;    ///< a payload of up to 8 bytes, staged (SimQp::stage_until)
     bool done = false;                ///< its final status is known
+    bool word_staged = false;         ///< staged_word holds the payload of its latest transmission
     WcStatus status = WcStatus::success;
 };
 
@@ -749,7 +751,7 @@ private:
         std::uint64_t msn = 0;
         std::uint64_t base = 0;    ///< the transmission (SqEntry::tx_base)
         std::uint64_t offset = 0;  ///< the packet's offset in the message
-        std::uint64_t at = 0;      ///< where its bytes start in stage_bytes_ (a running count); up to 8 bytes: the bytes
+        std::uint64_t at = 0;      ///< where its bytes start in stage_bytes_ (a running count)
         std::uint32_t k = 0;     ///< its place in leaving order
         std::uint32_t n = 0;
     };
@@ -790,13 +792,12 @@ inline std::byte* SimQp::reserve_staging(std::uint32_t n, std::uint64_t& at) {
 }
 
 inline const std::byte* SimQp::staged_data(const Staged& st) const noexcept {
-    return st.n <= sizeof st.at ? reinterpret_cast<const std::byte*>(&st.at) : &stage_bytes_[st.at & (stage_bytes_.size() - 1)];
+    return &stage_bytes_[st.at & (stage_bytes_.size() - 1)];
 }
 
 inline void SimQp::pop_staged() noexcept {
     const Staged& st = staged_[staged_head_++ & (staged_.size() - 1)];
-    if (st.n > sizeof st.at) bytes_head_ = st.at + st.n;
-    if (staged_head_ == staged_tail_) bytes_head_ = bytes_tail_;
+    bytes_head_ = staged_head_ == staged_tail_ ? bytes_tail_ : st.at + st.n;
 }
 
 /// IB encodings to virtual nanoseconds.

@@ -339,6 +339,7 @@ void SimQp::transmit_pending() noexcept {
         ev.msn = i;
         e.tx_start = start;
         e.tx_base = ev.base;
+        e.word_staged = false;
         // The order its packets leave and are placed in (torn), drawn per transmission.
         e.perm_key = payload && bytes > fabric_.params.mtu && fabric_.reorders(reorder_torn) ? (fabric_.rng.next() | 1) : 0;
         if (i < stage_msn_ || (i == stage_msn_ && stage_k_ > 0)) restage_from(i);
@@ -811,7 +812,8 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
     const std::uint64_t mtu = fabric_.params.mtu;
     // A packet still on the wire when the program last ran left with the bytes staged then (stage_until);
     // any other left since the program last ran, so the source still holds what it sent.
-    const Staged* staged = q->staged_head_ != q->staged_tail_ ? q->staged_packet(msn, inbound_.base, k) : nullptr;
+    const bool word = w.word_staged && w.tx_base == inbound_.base;  // implies one packet
+    const Staged* staged = !word && q->staged_head_ != q->staged_tail_ ? q->staged_packet(msn, inbound_.base, k) : nullptr;
     const std::uint64_t offset = staged ? staged->offset : std::uint64_t{permute(k, inbound_.packets, inbound_.perm_key)} * mtu;
     const auto p = static_cast<std::uint32_t>(offset / mtu);
     const std::uint64_t n = std::min(mtu, inbound_.length - std::min(inbound_.length, offset));
@@ -828,10 +830,12 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
             return false;
         }
     }
-    const std::byte* staged_bytes = staged ? q->staged_data(*staged) : nullptr;
+    const std::byte* staged_bytes = word ? reinterpret_cast<const std::byte*>(&w.staged_word)
+                                    : staged ? q->staged_data(*staged)
+                                             : nullptr;
     // The staged bytes as a gather list whose byte `offset` is the packet's first (nothing before it is read).
     const LocalSegment from_staging =
-        staged ? contiguous(reinterpret_cast<std::uint64_t>(staged_bytes) - offset, offset + n) : LocalSegment{};
+        staged_bytes ? contiguous(reinterpret_cast<std::uint64_t>(staged_bytes) - offset, offset + n) : LocalSegment{};
     if (w.opcode == Opcode::send || w.opcode == Opcode::send_with_imm) {
         const auto dst = rq_sges(inbound_.rq);
         if (inbound_.checked != domain_->mr_epoch && check_segments(*domain_, dst, true) != segments_fine) {
@@ -844,7 +848,7 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
             send_ack(q->qp_num, msn, WcStatus::remote_operation, 0);
             return false;
         }
-        copy_range(staged ? std::span<const LocalSegment>(&from_staging, 1) : src, dst, offset, n);
+        copy_range(staged_bytes ? std::span<const LocalSegment>(&from_staging, 1) : src, dst, offset, n);
         if (staged) q->pop_staged();
         trace_place(p, offset, n);
         return true;
@@ -861,9 +865,9 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         send_ack(q->qp_num, msn, WcStatus::remote_access, 0);
         return false;
     }
-    if (staged) {
+    if (staged_bytes) {
         std::memmove(reinterpret_cast<void*>(w.remote_addr + offset), staged_bytes, n);
-        q->pop_staged();
+        if (staged) q->pop_staged();
     } else if (src.size() == 1) {
         // One source segment (most writes): the packet's bytes are at the same offset on both sides.
         std::memmove(reinterpret_cast<void*>(w.remote_addr + offset), reinterpret_cast<const void*>(src[0].addr + offset), n);
@@ -1171,9 +1175,21 @@ std::uint64_t SimQp::stage_until(std::uint64_t t) noexcept {
             const std::uint64_t offset =
                 (e.perm_key ? std::uint64_t{permute(stage_k_, packets, e.perm_key)} : std::uint64_t{stage_k_}) * mtu;
             const auto n = static_cast<std::uint32_t>(std::min(mtu, e.length - offset));
+            if (packets == 1 && e.length <= sizeof e.staged_word) {
+                // A message of up to 8 bytes is staged in its send-queue entry.
+                SqEntry& small = sq_at(i);
+                if (src.size() == 1) {
+                    std::memcpy(&small.staged_word, reinterpret_cast<const void*>(src[0].addr), n);
+                } else {
+                    const LocalSegment into = contiguous(reinterpret_cast<std::uint64_t>(&small.staged_word), n);
+                    copy_range(src, {&into, 1}, 0, n);
+                }
+                small.word_staged = true;
+                ++fabric_.stats.staged;
+                continue;
+            }
             std::uint64_t at = 0;
-            // Up to 8 bytes go in the record itself.
-            std::byte* to = n <= sizeof at ? reinterpret_cast<std::byte*>(&at) : reserve_staging(n, at);
+            std::byte* to = reserve_staging(n, at);
             if (src.size() == 1) {
                 const auto* from = reinterpret_cast<const std::byte*>(src[0].addr + offset);
                 if (n == 8) std::memcpy(to, from, 8);  // the common small write, without a call
@@ -1210,7 +1226,6 @@ void SimQp::grow_staging(std::uint32_t n) {
     std::uint64_t out = 0;
     for (std::uint64_t j = staged_head_; j != staged_tail_; ++j) {
         Staged& st = staged_[j & (staged_.size() - 1)];
-        if (st.n <= sizeof st.at) continue;  // in the record
         std::memcpy(&bigger[out], &stage_bytes_[st.at & (cap - 1)], st.n);
         st.at = out;
         out += st.n;

@@ -72,6 +72,42 @@ BOOST_AUTO_TEST_CASE(a_source_changed_mid_message_reaches_the_peer_from_the_next
     }
 }
 
+// A small message (one packet of up to 8 bytes, the common flag or counter) is staged too: its source
+// rewritten while it is on the wire, the peer holds the old bytes; rewritten before it leaves, the new.
+BOOST_AUTO_TEST_CASE(a_small_message_on_the_wire_carries_its_source_as_it_left) {
+    for (const bool is_send : {false, true}) {
+        BOOST_TEST_CONTEXT((is_send ? "send" : "write") << " of 8 bytes from a gather list of two segments") {
+            const std::string config = std::string("sim:fabric=xmit_small_") + (is_send ? "send" : "write") +
+                                       ",reorder=none,latency_ns=1000";
+            Node a(config, {.max_sge = 2}), b(config);
+            link(a, b);
+            auto fabric = Fabric::of(a.dom);
+            a.set_word(0, 0x1111111111111111ull);
+            a.set_word(64, 0x2222222222222222ull);
+            const std::array<LocalSegment, 2> gather = {a.mr.slice(0, 4), a.mr.slice(4, 4)};
+            const std::array<LocalSegment, 2> later = {a.mr.slice(64, 4), a.mr.slice(68, 4)};
+            if (is_send) {
+                BOOST_REQUIRE(b.qp.post_recv({recv(1, b.mr.slice(0, 8)), recv(2, b.mr.slice(64, 8))}));
+                BOOST_REQUIRE(a.qp.post_send({send(1, gather)}));
+            } else {
+                BOOST_REQUIRE(a.qp.post_send({write(1, gather, b.mr.remote().slice(0, 8))}));
+            }
+            fabric.run_for(std::chrono::nanoseconds(500));  // it left at once and lands after 1000 ns
+            a.set_word(0, 0x3333333333333333ull);
+            // The second message is posted now, then its source changes before the call that lets it leave.
+            if (is_send) BOOST_REQUIRE(a.qp.post_send({send(2, later)}));
+            else BOOST_REQUIRE(a.qp.post_send({write(2, later, b.mr.remote().slice(64, 8))}));
+            a.set_word(64, 0x4444444444444444ull);
+            BOOST_TEST(next(a.cq).ok());
+            BOOST_TEST(next(a.cq).ok());
+            BOOST_TEST(fabric.stats().staged == 1u);
+            BOOST_TEST(b.word(0) == 0x1111111111111111ull);
+            BOOST_TEST(b.word(64) == 0x4444444444444444ull);
+            BOOST_TEST(fabric.misuse().size() == 2u);
+        }
+    }
+}
+
 // check_sources=0 trusts the program: nothing is staged, every packet reads its source as it lands, so the
 // change shows in the packets that had left too, and nothing is reported.
 BOOST_AUTO_TEST_CASE(with_check_sources_off_a_packet_reads_its_source_as_it_lands) {
