@@ -814,8 +814,8 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
     // any other left since the program last ran, so the source still holds what it sent.
     const bool word = w.word_staged && w.tx_base == inbound_.base;  // implies one packet
     const Staged* staged = !word && q->staged_head_ != q->staged_tail_ ? q->staged_packet(msn, inbound_.base, k) : nullptr;
-    const std::uint64_t offset = staged ? staged->offset : std::uint64_t{permute(k, inbound_.packets, inbound_.perm_key)} * mtu;
-    const auto p = static_cast<std::uint32_t>(offset / mtu);
+    const std::uint32_t p = staged ? static_cast<std::uint32_t>(staged->offset / mtu) : permute(k, inbound_.packets, inbound_.perm_key);
+    const std::uint64_t offset = staged ? staged->offset : std::uint64_t{p} * mtu;
     const std::uint64_t n = std::min(mtu, inbound_.length - std::min(inbound_.length, offset));
     ++inbound_.placed;
     if (n == 0) return true;
