@@ -9,10 +9,11 @@
 // ceil(length / mtu) packets serialized on the sending node's link. The responder checks a message when
 // its first packet arrives (keys, bounds, a receive to consume) and places the packets as they arrive, in
 // address order or, with torn placement, in a seeded permutation; after the last packet it completes the
-// message and answers with an acknowledgement. Messages execute strictly in sequence (message sequence
-// numbers stand in for PSNs); a read or atomic may be deferred past later unfenced messages. RNR NAKs rewind
-// the requester (go-back-N); missing acknowledgements trigger retransmission after the local ACK timeout.
-// Completions are produced in posting order.
+// message and answers with an acknowledgement. A packet carries the bytes its source held as it left the
+// requester: those still on the wire when the program may run again are staged then. Messages execute
+// strictly in sequence (message sequence numbers stand in for PSNs); a read or atomic may be deferred past
+// later unfenced messages. RNR NAKs rewind the requester (go-back-N); missing acknowledgements trigger
+// retransmission after the local ACK timeout. Completions are produced in posting order.
 //
 // The simulator's classes are hidden from the library's exported symbols: nothing outside libweft names
 // them, and calls among them then bind directly (no PLT) and may be inlined.

@@ -1,7 +1,9 @@
 // Simulated queue pairs, data path: posting, transmission, packet-by-packet placement at the responder
 // (torn when the seed says so), deferred reads and atomics, acknowledgements, sequence and RNR NAKs,
-// timeout retries, in-order completion and error flushing. Everything here runs with the fabric lock held
-// and throws nothing; nothing allocates except a misuse report (a program error, off the normal path).
+// timeout retries, in-order completion and error flushing, and the staging of send/write packets on the wire
+// when the program may run (sources read at transmission). Everything here runs with the fabric lock held
+// and throws nothing; nothing allocates except a misuse report (a program error, off the normal path) and
+// a QP's staging rings, which grow to the most it had on the wire as its program ran and keep that.
 #include "sim.hpp"
 
 #include <algorithm>
