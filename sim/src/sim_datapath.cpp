@@ -557,6 +557,7 @@ void SimQp::enter_error() noexcept {
 
 void SimQp::disconnect() {
     std::lock_guard lock(fabric_.mu);
+    FabricState::ReturnToProgram stage{fabric_};
     const std::uint64_t at = fabric_.enter_call(domain_->node(), false);
     enter_error();
     if (told_peer_) return;
