@@ -9,10 +9,11 @@
 // ceil(length / mtu) packets serialized on the sending node's link. The responder checks a message when
 // its first packet arrives (keys, bounds, a receive to consume) and places the packets as they arrive, in
 // address order or, with torn placement, in a seeded permutation; after the last packet it completes the
-// message and answers with an acknowledgement. Messages execute strictly in sequence (message sequence
-// numbers stand in for PSNs); a read or atomic may be deferred past later unfenced messages. RNR NAKs rewind
-// the requester (go-back-N); missing acknowledgements trigger retransmission after the local ACK timeout.
-// Completions are produced in posting order.
+// message and answers with an acknowledgement. A packet carries the bytes its source held as it left the
+// requester: those still on the wire when the program may run again are staged then. Messages execute
+// strictly in sequence (message sequence numbers stand in for PSNs); a read or atomic may be deferred past
+// later unfenced messages. RNR NAKs rewind the requester (go-back-N); missing acknowledgements trigger
+// retransmission after the local ACK timeout. Completions are produced in posting order.
 //
 // The simulator's classes are hidden from the library's exported symbols: nothing outside libweft names
 // them, and calls among them then bind directly (no PLT) and may be inlined.
@@ -64,7 +65,7 @@ struct Params {
     std::uint32_t reorder = reorder_all;
     Profile profile = Profile::spec;
     bool strict = false;               ///< abort on the first misuse
-    bool check_sources = true;         ///< digest send/write sources at post and at acknowledgement
+    bool check_sources = true;         ///< digest send/write sources at post and at acknowledgement, stage them in flight
     double drop = 0;                   ///< probability a packet (request or response) is lost
     double duplicate = 0;              ///< probability a packet arrives twice
     double delay = 0;                  ///< probability a packet is held up by up to delay_ns
@@ -193,6 +194,27 @@ public:
         return n;
     }
 
+    /// Sources read at transmission: a send or write packet takes its bytes from the source as it leaves.
+    /// The program can change a source only between two calls, so a packet that leaves and lands while the
+    /// fabric runs reads the source as it lands; one still on the wire when the program may run again has its
+    /// bytes staged then, once (SimQp::stage_until). Each requester QP with packets to stage keeps one key
+    /// in its node's heap: when its next packet leaves. Called as every call that runs the fabric or moves a
+    /// program's time hands control back (ReturnToProgram); cheap when no key is due.
+    void stage_if_due() noexcept {
+        if (stage_keys_ != 0) stage_sources();
+    }
+    /// Declared after the fabric lock in an API call: stages what must be as the call returns, on every path.
+    struct ReturnToProgram {
+        FabricState& fabric;
+        ~ReturnToProgram() { fabric.stage_if_due(); }
+    };
+    struct StageKey {
+        std::uint64_t due = 0;  ///< when the QP's next packet to stage leaves
+        std::uint32_t qpn = 0;
+        std::uint32_t gen = 0;  ///< the QP's key generation it was made for (a newer key replaces it)
+    };
+    void key_staging(std::uint32_t node, const StageKey& key);
+
     /// Where a QP's send queue lives, beside the QP table, so the entry an event is about can be prefetched
     /// without reading the QP first.
     struct SendRing {
@@ -233,6 +255,7 @@ public:
     /// Two nodes' programs synchronised (a connection handshake): each resumes after the later of the two.
     void join_programs(std::uint32_t a, std::uint32_t b) noexcept {
         program_clock_[a] = program_clock_[b] = std::max(program_clock_[a], program_clock_[b]);
+        stage_if_due();
     }
     template <class F>
     void for_each_qp(F f) const {
@@ -342,6 +365,11 @@ private:
     void send_faulty(Event& e) noexcept;
     /// Asks for the lines of the QP the next event is for, while the current one runs.
     void prefetch_next() noexcept;
+    /// Stages, on every node, the packets that left before that node's program time (sim_datapath.cpp).
+    void stage_sources() noexcept;
+
+    std::vector<std::vector<StageKey>> stage_heaps_;  // node -> min-heap of staging keys by `due`
+    std::size_t stage_keys_ = 0;                      // keys in all heaps, stale ones included
 
     std::vector<std::uint64_t> program_clock_;  // node -> when its program's last call took effect
     std::unique_ptr<Chooser> chooser_;          // schedule=: the choice points, shared by both generators
@@ -497,7 +525,12 @@ struct SqEntry {
     std::uint64_t digest = 0;         ///< of the source bytes at post time (check_sources)
     std::uint64_t sources_checked = 0;  ///< the domain's mr_epoch when its gather list last passed the check (0: never)
     std::uint64_t ready_at = 0;       ///< program time of the post: it is not transmitted earlier
+    std::uint64_t tx_start = 0;       ///< when its latest transmission began to leave the requester
+    std::uint64_t tx_base = 0;        ///< that transmission's Event::base: names it at the responder
+    std::uint64_t perm_key = 0;       ///< that transmission's packet order (torn placement); 0: in order
+    std::uint64_t staged_word = 0;    ///< a payload of up to 8 bytes, staged (SimQp::stage_until)
     bool done = false;                ///< its final status is known
+    bool word_staged = false;         ///< staged_word holds the payload of its latest transmission
     WcStatus status = WcStatus::success;
 };
 
@@ -535,6 +568,10 @@ public:
     void on_respond(const Event& e) noexcept;
     /// The peer disconnected: this QP goes to error.
     void on_disconnect(const Event& e) noexcept;
+    /// Stages the bytes of this requester's packets that left before `t` and have not landed (fabric lock
+    /// held). Returns when the next one leaves (UINT64_MAX: none to stage); its key is then moved to that time.
+    std::uint64_t stage_until(std::uint64_t t) noexcept;
+    std::uint32_t stage_gen() const noexcept { return stage_gen_; }
     /// Moves the QP to error because its CQ overran.
     void on_cq_error() noexcept { enter_error(); }
     bool uses_cq(const SimCq* cq) const noexcept { return send_cq_.get() == cq || recv_cq_.get() == cq; }
@@ -568,7 +605,10 @@ private:
     int check_local(std::uint64_t i) noexcept;
     /// 0 when the gather list of send-queue entry `i` (not inline) lies in registered regions, else why not;
     /// checked again only after a deregistration in this domain.
-    int check_gather(std::uint64_t i) noexcept;
+    int check_gather(std::uint64_t i) noexcept {
+        return sq_at(i).sources_checked == domain_->mr_epoch ? 0 : check_gather_again(i);
+    }
+    int check_gather_again(std::uint64_t i) noexcept;
     void arm_timer() noexcept;
     void complete_in_order() noexcept;
     void enter_error() noexcept;
@@ -598,6 +638,24 @@ private:
     }
     /// Places whatever of the inbound message is left and completes it.
     void finish_inbound() noexcept;
+    // Staging (sources read at transmission). Packet k of a message leaves k-th, at tx_start + wire_ns(k *
+    // mtu); with torn placement it carries the bytes of offset permute(k) * mtu, and lands k-th.
+    /// Whether send-queue entry `e`'s packets are read from the program's source (not inline, not empty).
+    static bool reads_source(const SqEntry& e) noexcept;
+    /// After transmitting entry `i`: a retransmission drops what was staged of it and after it.
+    void restage_from(std::uint64_t i) noexcept;
+    /// Keys the packet at the staging cursor if it was transmitted and is due before the current key.
+    void arm_staging() noexcept;
+    struct Staged;
+    /// The staged packet `k` of transmission `base` of message `msn`, or null (read the source); staged
+    /// packets before it are dropped. A found one stays at the front until pop_staged().
+    const Staged* staged_packet(std::uint64_t msn, std::uint64_t base, std::uint32_t k) noexcept;
+    const std::byte* staged_data(const Staged& st) const noexcept;
+    void pop_staged() noexcept;
+    /// Room for `n` contiguous bytes at the back of the staging ring; `at` is where they start.
+    std::byte* reserve_staging(std::uint32_t n, std::uint64_t& at);
+    void grow_staging(std::uint32_t n);
+    void grow_staged();
     void trace_place(std::uint32_t packet, std::uint64_t offset, std::uint64_t n) noexcept;
     void schedule_place() noexcept;
     /// Responder side: checks read/atomic `msn` of `q`; success when it may execute.
@@ -700,6 +758,26 @@ private:
         std::uint64_t msn = 0;
     } deferred_;
 
+    // Staging: the cursor (the next packet to look at: message stage_msn_, packet stage_k_ in leaving
+    // order), the due time of its valid key (UINT64_MAX: none), and the staged packets, oldest first, with
+    // their bytes in a ring (both rings keep their capacity; a packet's bytes are contiguous).
+    struct Staged {
+        std::uint64_t msn = 0;
+        std::uint64_t base = 0;    ///< the transmission (SqEntry::tx_base)
+        std::uint64_t offset = 0;  ///< the packet's offset in the message
+        std::uint64_t at = 0;      ///< where its bytes start in stage_bytes_ (a running count)
+        std::uint32_t k = 0;     ///< its place in leaving order
+        std::uint32_t n = 0;
+    };
+    std::uint64_t stage_msn_ = 0;
+    std::uint32_t stage_k_ = 0;
+    std::uint32_t stage_gen_ = 0;
+    std::uint64_t stage_due_ = UINT64_MAX;
+    std::vector<Staged> staged_;
+    std::uint64_t staged_head_ = 0, staged_tail_ = 0;
+    std::vector<std::byte> stage_bytes_;
+    std::uint64_t bytes_head_ = 0, bytes_tail_ = 0;
+
     QpOptions options_;
     std::uint32_t max_inline_ = 0;
     std::vector<std::byte> sq_inline_;
@@ -711,6 +789,29 @@ inline SimQp* FabricState::find_qp(std::uint32_t qpn) const noexcept {
     if (slot >= qps_.size()) return nullptr;
     SimQp* qp = qps_[slot];
     return qp && qp->qp_num == qpn ? qp : nullptr;
+}
+
+inline std::byte* SimQp::reserve_staging(std::uint32_t n, std::uint64_t& at) {
+    for (;;) {
+        const std::uint64_t cap = stage_bytes_.size();
+        std::uint64_t pos = bytes_tail_;
+        if (cap != 0 && (pos & (cap - 1)) + n > cap) pos += cap - (pos & (cap - 1));  // contiguous: skip the end
+        if (cap != 0 && pos + n - bytes_head_ <= cap) {
+            bytes_tail_ = pos + n;
+            at = pos;
+            return &stage_bytes_[pos & (cap - 1)];
+        }
+        grow_staging(n);
+    }
+}
+
+inline const std::byte* SimQp::staged_data(const Staged& st) const noexcept {
+    return &stage_bytes_[st.at & (stage_bytes_.size() - 1)];
+}
+
+inline void SimQp::pop_staged() noexcept {
+    const Staged& st = staged_[staged_head_++ & (staged_.size() - 1)];
+    bytes_head_ = staged_head_ == staged_tail_ ? bytes_tail_ : st.at + st.n;
 }
 
 /// IB encodings to virtual nanoseconds.

@@ -69,6 +69,7 @@ std::size_t SimCq::poll(std::span<Completion> out) noexcept {
     FabricState& f = *domain_->fabric();
     OneAtATime::Scope poller(pollers_);
     std::lock_guard lock(f.mu);
+    FabricState::ReturnToProgram stage{f};
     if (poller.overlapped) report_overlap(f);
     f.enter_call(domain_->node(), true);
     if (count_ == 0 && !f.idle()) {
@@ -97,6 +98,7 @@ bool SimCq::wait(std::chrono::nanoseconds timeout) {
     FabricState& f = *domain_->fabric();
     OneAtATime::Scope poller(pollers_);
     std::unique_lock lock(f.mu);
+    FabricState::ReturnToProgram stage{f};
     if (poller.overlapped) report_overlap(f);
     f.enter_call(domain_->node(), true);
     const std::uint64_t virtual_deadline =

@@ -1,10 +1,13 @@
 // Simulated queue pairs, data path: posting, transmission, packet-by-packet placement at the responder
 // (torn when the seed says so), deferred reads and atomics, acknowledgements, sequence and RNR NAKs,
-// timeout retries, in-order completion and error flushing. Everything here runs with the fabric lock held
-// and throws nothing; nothing allocates except a misuse report (a program error, off the normal path).
+// timeout retries, in-order completion and error flushing, and the staging of send/write packets on the wire
+// when the program may run (sources read at transmission). Everything here runs with the fabric lock held
+// and throws nothing; nothing allocates except a misuse report (a program error, off the normal path) and
+// a QP's staging rings, which grow to the most it had on the wire as its program ran and keep that.
 #include "sim.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -192,6 +195,7 @@ WcStatus SimQp::local_key_error(int why) const noexcept {
 PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
     OneAtATime::Scope poster(send_posters_);
     std::lock_guard lock(fabric_.mu);
+    FabricState::ReturnToProgram stage{fabric_};
     if (poster.overlapped) {
         fabric_.report_misuse("two threads posted to the send queue of QP " + std::to_string(qp_num) +
                               " at the same time; one thread at a time may post to a queue "
@@ -256,6 +260,7 @@ PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
 PostStatus SimQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     OneAtATime::Scope poster(recv_posters_);
     std::lock_guard lock(fabric_.mu);
+    FabricState::ReturnToProgram stage{fabric_};
     if (poster.overlapped) {
         fabric_.report_misuse("two threads posted to the receive queue of QP " + std::to_string(qp_num) +
                               " at the same time; one thread at a time may post to a queue "
@@ -291,9 +296,8 @@ int SimQp::check_local(std::uint64_t i) noexcept {
     return check_gather(i);
 }
 
-int SimQp::check_gather(std::uint64_t i) noexcept {
+int SimQp::check_gather_again(std::uint64_t i) noexcept {
     SqEntry& e = sq_at(i);
-    if (e.sources_checked == domain_->mr_epoch) return segments_fine;
     const int why = check_segments(*domain_, sq_sges(i), false);
     if (why == segments_fine) e.sources_checked = domain_->mr_epoch;
     return why;
@@ -301,6 +305,7 @@ int SimQp::check_gather(std::uint64_t i) noexcept {
 
 void SimQp::transmit_pending() noexcept {
     if (state_ != QpState::rts || rnr_wait_) return;
+    bool staged_source = false;  // a transmitted packet will read a program's source
     while (sq_next_tx_ < sq_posted_ && sq_next_tx_ < tx_stop_) {
         const std::uint64_t i = sq_next_tx_;
         SqEntry& e = sq_at(i);
@@ -311,6 +316,7 @@ void SimQp::transmit_pending() noexcept {
             e.status = local_key_error(why);
             tx_stop_ = i;
             complete_in_order();
+            if (staged_source && stage_due_ == UINT64_MAX) arm_staging();
             return;
         }
         const bool payload = carries_payload(e.opcode);
@@ -333,6 +339,14 @@ void SimQp::transmit_pending() noexcept {
         ev.qpn = remote_qpn_;
         ev.peer = qp_num;
         ev.msn = i;
+        e.tx_start = start;
+        e.tx_base = ev.base;
+        e.word_staged = false;
+        // The order its packets leave and are placed in (torn), drawn per transmission.
+        e.perm_key = payload && bytes > fabric_.params.mtu && fabric_.reorders(reorder_torn) ? (fabric_.rng.next() | 1) : 0;
+        if (i < stage_msn_ || (i == stage_msn_ && stage_k_ > 0)) restage_from(i);
+        // check_sources=0 trusts the program not to change a source in flight: nothing is staged.
+        staged_source |= fabric_.params.check_sources && reads_source(e);
         if (i < tx_high_) ++fabric_.stats.retransmitted;
         else tx_high_ = i + 1;
         if (fabric_.tracing) {
@@ -351,6 +365,7 @@ void SimQp::transmit_pending() noexcept {
         fabric_.send_packet(ev, domain_->node());
         ++sq_next_tx_;
     }
+    if (staged_source && stage_due_ == UINT64_MAX) arm_staging();
     arm_timer();
 }
 
@@ -542,6 +557,7 @@ void SimQp::enter_error() noexcept {
 
 void SimQp::disconnect() {
     std::lock_guard lock(fabric_.mu);
+    FabricState::ReturnToProgram stage{fabric_};
     const std::uint64_t at = fabric_.enter_call(domain_->node(), false);
     enter_error();
     if (told_peer_) return;
@@ -689,7 +705,7 @@ void SimQp::on_deliver(const Event& e) noexcept {
     inbound_.placed = 0;
     inbound_.base = e.base;
     inbound_.from_node = e.from_node;
-    inbound_.perm_key = inbound_.packets > 1 && fabric_.reorders(reorder_torn) ? (fabric_.rng.next() | 1) : 0;
+    inbound_.perm_key = w.perm_key;
     inbound_.checked = domain_->mr_epoch;  // begin_message checked the target
     ++inbound_.gen;
     if (!place_packet(0)) return;
@@ -798,8 +814,12 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
     }
     const SqEntry& w = q->sq_at(msn);
     const std::uint64_t mtu = fabric_.params.mtu;
-    const std::uint32_t p = permute(k, inbound_.packets, inbound_.perm_key);
-    const std::uint64_t offset = std::uint64_t{p} * mtu;
+    // A packet still on the wire when the program last ran left with the bytes staged then (stage_until);
+    // any other left since the program last ran, so the source still holds what it sent.
+    const bool word = w.word_staged && w.tx_base == inbound_.base;  // implies one packet
+    const Staged* staged = !word && q->staged_head_ != q->staged_tail_ ? q->staged_packet(msn, inbound_.base, k) : nullptr;
+    const std::uint32_t p = staged ? static_cast<std::uint32_t>(staged->offset / mtu) : permute(k, inbound_.packets, inbound_.perm_key);
+    const std::uint64_t offset = staged ? staged->offset : std::uint64_t{p} * mtu;
     const std::uint64_t n = std::min(mtu, inbound_.length - std::min(inbound_.length, offset));
     ++inbound_.placed;
     if (n == 0) return true;
@@ -814,6 +834,12 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
             return false;
         }
     }
+    const std::byte* staged_bytes = word ? reinterpret_cast<const std::byte*>(&w.staged_word)
+                                    : staged ? q->staged_data(*staged)
+                                             : nullptr;
+    // The staged bytes as a gather list whose byte `offset` is the packet's first (nothing before it is read).
+    const LocalSegment from_staging =
+        staged_bytes ? contiguous(reinterpret_cast<std::uint64_t>(staged_bytes) - offset, offset + n) : LocalSegment{};
     if (w.opcode == Opcode::send || w.opcode == Opcode::send_with_imm) {
         const auto dst = rq_sges(inbound_.rq);
         if (inbound_.checked != domain_->mr_epoch && check_segments(*domain_, dst, true) != segments_fine) {
@@ -826,7 +852,8 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
             send_ack(q->qp_num, msn, WcStatus::remote_operation, 0);
             return false;
         }
-        copy_range(src, dst, offset, n);
+        copy_range(staged_bytes ? std::span<const LocalSegment>(&from_staging, 1) : src, dst, offset, n);
+        if (staged) q->pop_staged();
         trace_place(p, offset, n);
         return true;
     }
@@ -842,7 +869,10 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         send_ack(q->qp_num, msn, WcStatus::remote_access, 0);
         return false;
     }
-    if (src.size() == 1) {
+    if (staged_bytes) {
+        std::memmove(reinterpret_cast<void*>(w.remote_addr + offset), staged_bytes, n);
+        if (staged) q->pop_staged();
+    } else if (src.size() == 1) {
         // One source segment (most writes): the packet's bytes are at the same offset on both sides.
         std::memmove(reinterpret_cast<void*>(w.remote_addr + offset), reinterpret_cast<const void*>(src[0].addr + offset), n);
     } else {
@@ -1085,6 +1115,179 @@ void SimQp::on_respond(const Event& e) noexcept {
 void SimQp::on_deferred(const Event& e) noexcept {
     if (!deferred_.active || e.generation != deferred_.gen) return;
     run_deferred();
+}
+
+// ---- sources read at transmission (staging)
+
+bool SimQp::reads_source(const SqEntry& e) noexcept {
+    return carries_payload(e.opcode) && e.length > 0 && !has(e.flags, SendFlags::inline_data);
+}
+
+void SimQp::restage_from(std::uint64_t i) noexcept {
+    // Entry i leaves again: what was staged of it and of later entries belongs to an earlier transmission.
+    // (Their bytes stay in the ring until the packets before them are popped.)
+    while (staged_tail_ != staged_head_ && staged_[(staged_tail_ - 1) & (staged_.size() - 1)].msn >= i) --staged_tail_;
+    if (staged_tail_ == staged_head_) bytes_head_ = bytes_tail_;
+    stage_msn_ = i;
+    stage_k_ = 0;
+    stage_due_ = UINT64_MAX;  // the key it had is for a later packet: arm_staging makes a new one
+    ++stage_gen_;
+}
+
+void SimQp::arm_staging() noexcept {
+    if (stage_msn_ < sq_completed_) stage_msn_ = sq_completed_, stage_k_ = 0;
+    if (stage_msn_ >= sq_next_tx_) return;
+    // The cursor's packet, or an earlier time when it is not one that reads a source: stage_until skips on.
+    const std::uint64_t due = sq_at(stage_msn_).tx_start + fabric_.wire_ns(std::uint64_t{stage_k_} * fabric_.params.mtu);
+    if (due >= stage_due_) return;
+    stage_due_ = due;
+    fabric_.key_staging(domain_->node(), {due, qp_num, ++stage_gen_});
+}
+
+std::uint64_t SimQp::stage_until(std::uint64_t t) noexcept {
+    stage_due_ = UINT64_MAX;
+    if (stage_msn_ < sq_completed_) {
+        // Completed meanwhile: what is left staged of those messages will not be placed.
+        while (staged_head_ != staged_tail_ && staged_[staged_head_ & (staged_.size() - 1)].msn < sq_completed_) pop_staged();
+        stage_msn_ = sq_completed_;
+        stage_k_ = 0;
+    }
+    // What the responder has taken in needs no staging; without a responder nothing lands.
+    const SimQp* r = state_ == QpState::rts ? fabric_.find_qp(remote_qpn_) : nullptr;
+    if (!r) {
+        stage_msn_ = std::max(stage_msn_, sq_next_tx_);
+        stage_k_ = 0;
+        return UINT64_MAX;
+    }
+    const std::uint64_t mtu = fabric_.params.mtu;
+    for (; stage_msn_ < sq_next_tx_; ++stage_msn_, stage_k_ = 0) {
+        const std::uint64_t i = stage_msn_;
+        const SqEntry& e = sq_at(i);
+        if (!reads_source(e) || e.done || i < r->expected_msn_) continue;
+        if (e.tx_start >= t) break;  // nothing of it has left (nor of what follows: they leave later)
+        // A source whose region is gone is not read; the packet fails as it lands (place_packet).
+        if (check_gather(i) != segments_fine) continue;
+        const std::uint32_t packets = fabric_.packets(e.length);
+        const Inbound& in = r->inbound_;
+        if (in.active && in.requester == qp_num && in.msn == i && in.base == e.tx_base) {
+            stage_k_ = std::max(stage_k_, in.placed);
+        }
+        const auto src = sq_sges(i);
+        for (; stage_k_ < packets; ++stage_k_) {
+            const std::uint64_t leaves = stage_k_ == 0 ? e.tx_start : e.tx_start + fabric_.wire_ns(std::uint64_t{stage_k_} * mtu);
+            if (leaves >= t) break;
+            const std::uint64_t offset =
+                (e.perm_key ? std::uint64_t{permute(stage_k_, packets, e.perm_key)} : std::uint64_t{stage_k_}) * mtu;
+            const auto n = static_cast<std::uint32_t>(std::min(mtu, e.length - offset));
+            if (packets == 1 && e.length <= sizeof e.staged_word) {
+                // A message of up to 8 bytes is staged in its send-queue entry.
+                SqEntry& small = sq_at(i);
+                if (src.size() == 1) {
+                    std::memcpy(&small.staged_word, reinterpret_cast<const void*>(src[0].addr), n);
+                } else {
+                    const LocalSegment into = contiguous(reinterpret_cast<std::uint64_t>(&small.staged_word), n);
+                    copy_range(src, {&into, 1}, 0, n);
+                }
+                small.word_staged = true;
+                ++fabric_.stats.staged;
+                continue;
+            }
+            std::uint64_t at = 0;
+            std::byte* to = reserve_staging(n, at);
+            if (src.size() == 1) {
+                const auto* from = reinterpret_cast<const std::byte*>(src[0].addr + offset);
+                if (n == 8) std::memcpy(to, from, 8);  // the common small write, without a call
+                else std::memcpy(to, from, n);
+            } else {
+                const LocalSegment dst = contiguous(reinterpret_cast<std::uint64_t>(to) - offset, offset + n);
+                copy_range(src, {&dst, 1}, offset, n);
+            }
+            if (staged_tail_ - staged_head_ == staged_.size()) grow_staged();
+            staged_[staged_tail_++ & (staged_.size() - 1)] = {i, e.tx_base, offset, at, stage_k_, n};
+            ++fabric_.stats.staged;
+        }
+        if (stage_k_ < packets) break;
+    }
+    // The next packet to look at is due when it leaves.
+    if (stage_msn_ < sq_next_tx_) stage_due_ = std::max(t, sq_at(stage_msn_).tx_start + fabric_.wire_ns(std::uint64_t{stage_k_} * mtu));
+    return stage_due_;
+}
+
+void SimQp::grow_staged() {
+    // Twice the slots, the records kept in order from slot 0.
+    std::vector<Staged> bigger(std::max<std::size_t>(16, staged_.size() * 2));
+    for (std::uint64_t j = staged_head_; j != staged_tail_; ++j) bigger[j - staged_head_] = staged_[j & (staged_.size() - 1)];
+    staged_tail_ -= staged_head_;
+    staged_head_ = 0;
+    staged_.swap(bigger);
+}
+
+void SimQp::grow_staging(std::uint32_t n) {
+    // A ring at least twice as large, the staged packets packed from its start.
+    const std::uint64_t cap = stage_bytes_.size();
+    const std::uint64_t live = bytes_tail_ - bytes_head_;
+    std::vector<std::byte> bigger(std::bit_ceil(std::max<std::uint64_t>({cap * 2, (live + n) * 2, 65536})));
+    std::uint64_t out = 0;
+    for (std::uint64_t j = staged_head_; j != staged_tail_; ++j) {
+        Staged& st = staged_[j & (staged_.size() - 1)];
+        std::memcpy(&bigger[out], &stage_bytes_[st.at & (cap - 1)], st.n);
+        st.at = out;
+        out += st.n;
+    }
+    stage_bytes_.swap(bigger);
+    bytes_head_ = 0;
+    bytes_tail_ = out;
+}
+
+const SimQp::Staged* SimQp::staged_packet(std::uint64_t msn, std::uint64_t base, std::uint32_t k) noexcept {
+    while (staged_head_ != staged_tail_) {
+        const Staged& st = staged_[staged_head_ & (staged_.size() - 1)];
+        if (st.msn > msn || (st.msn == msn && (st.base != base || st.k > k))) return nullptr;
+        if (st.msn == msn && st.k == k) return &st;
+        pop_staged();  // lost, or landed from another transmission: never placed
+    }
+    return nullptr;
+}
+
+void FabricState::key_staging(std::uint32_t node, const StageKey& key) {
+    if (node >= stage_heaps_.size()) stage_heaps_.resize(node + 1);
+    auto& heap = stage_heaps_[node];
+    heap.push_back(key);
+    std::push_heap(heap.begin(), heap.end(), [](const StageKey& a, const StageKey& b) { return a.due > b.due; });
+    ++stage_keys_;
+}
+
+void FabricState::stage_sources() noexcept {
+    for (std::uint32_t node = 0; node < stage_heaps_.size(); ++node) {
+        auto& heap = stage_heaps_[node];
+        if (heap.empty()) continue;
+        // A store by this node's program falls at its program time: what left before that is staged now.
+        const std::uint64_t t = program_time(node);
+        while (!heap.empty() && heap.front().due < t) {
+            StageKey& top = heap.front();
+            SimQp* qp = find_qp(top.qpn);
+            const std::uint64_t next = qp && qp->stage_gen() == top.gen ? qp->stage_until(t) : UINT64_MAX;
+            if (next == UINT64_MAX) {
+                std::pop_heap(heap.begin(), heap.end(), [](const StageKey& a, const StageKey& b) { return a.due > b.due; });
+                heap.pop_back();
+                --stage_keys_;
+                continue;
+            }
+            // The same QP's next packet: the key moves down the heap to its new time.
+            top.due = next;
+            const StageKey moved = top;
+            std::size_t at = 0;
+            for (;;) {
+                std::size_t child = 2 * at + 1;
+                if (child >= heap.size()) break;
+                if (child + 1 < heap.size() && heap[child + 1].due < heap[child].due) ++child;
+                if (heap[child].due >= moved.due) break;
+                heap[at] = heap[child];
+                at = child;
+            }
+            heap[at] = moved;
+        }
+    }
 }
 
 }  // namespace weft::sim::detail

@@ -203,6 +203,7 @@ void SimDomain::sync_event_fd() noexcept {
 
 std::unique_ptr<weft::detail::MrImpl> SimDomain::register_memory(void* addr, std::size_t length, Access access) {
     std::lock_guard lock(fabric_->mu);
+    FabricState::ReturnToProgram stage{*fabric_};
     fabric_->enter_call(node_, true);
     if (fabric_->fail_registrations > 0) {
         --fabric_->fail_registrations;
@@ -249,6 +250,7 @@ SimMr::SimMr(std::shared_ptr<SimDomain> domain, std::uint32_t slot) : domain_(st
 SimMr::~SimMr() {
     FabricState& f = *domain_->fabric();
     std::lock_guard lock(f.mu);
+    FabricState::ReturnToProgram stage{f};
     f.enter_call(domain_->node(), true);
     // Releasing a region that posted work still uses is a program error: the work would read or write
     // memory the program may already have freed. Report it; the work itself fails with a local error.

@@ -477,11 +477,13 @@ std::uint64_t Fabric::now() const {
 
 std::size_t Fabric::run_until_idle(std::size_t max_events) {
     std::lock_guard lock(state_->mu);
+    detail::FabricState::ReturnToProgram stage{*state_};
     return state_->run([] { return false; }, UINT64_MAX, max_events);
 }
 
 void Fabric::run_for(std::chrono::nanoseconds duration) {
     std::lock_guard lock(state_->mu);
+    detail::FabricState::ReturnToProgram stage{*state_};
     std::uint64_t deadline = state_->now + static_cast<std::uint64_t>(std::max<std::int64_t>(0, duration.count()));
     state_->run([] { return false; }, deadline, SIZE_MAX);
     state_->now = std::max(state_->now, deadline);

@@ -67,6 +67,9 @@ public:
         std::uint64_t delayed = 0;     ///< by delay=
         std::uint64_t retransmitted = 0;  ///< requests sent again after a timeout or a sequence NAK
         std::uint64_t reread = 0;      ///< reads executed again for a retransmitted request (memory read anew)
+        /// Send/write packets whose source bytes were copied as they left, because the program could run
+        /// before they landed (docs/simulator.md, "Sources read at transmission").
+        std::uint64_t staged = 0;
     };
 
     /// The fabric of a `sim` domain. Throws weft::Error (invalid_argument) for a domain of another backend.
