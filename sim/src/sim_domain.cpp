@@ -165,9 +165,18 @@ int SimDomain::event_fd() {
 bool SimDomain::next_event(AsyncEvent& out) {
     FabricState& f = *fabric_;
     std::lock_guard lock(f.mu);
+    FabricState::ReturnToProgram stage{f};
     f.enter_call(node_, true);
-    // Like a poll: when nothing is queued, simulated time moves on until something is, or for a while.
-    if (events_.empty() && !f.idle()) f.run([this] { return !events_.empty(); }, UINT64_MAX, event_budget);
+    // Like a poll (SimCq::poll): when nothing is queued, simulated time moves on until something is, or for
+    // a while; with program time, only until the NIC next does something.
+    if (events_.empty() && !f.idle()) {
+        if (f.reorders(reorder_program)) {
+            f.run([this] { return !events_.empty(); }, f.next_event_time(), SIZE_MAX);
+            f.program_waited(node_);
+        } else {
+            f.run([this] { return !events_.empty(); }, UINT64_MAX, event_budget);
+        }
+    }
     const bool got = !events_.empty();
     if (got) {
         out = events_.front();
