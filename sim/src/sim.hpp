@@ -449,6 +449,10 @@ private:
     std::vector<std::uint32_t> free_mr_slots_;
 };
 
+/// Makes the eventfd `fd` readable exactly when `want` is true; `armed` remembers which it is now (the CQs'
+/// and the domains' descriptors; fabric lock held).
+void set_readable(int fd, bool want, bool& armed) noexcept;
+
 /// The thread contract (docs/semantics.md, "Threads"): one thread at a time in a call of a kind on one
 /// object. Counts the threads inside such a call; a second one arriving while the first is still inside
 /// breaks the contract, which the caller reports as a misuse once it holds the fabric lock.

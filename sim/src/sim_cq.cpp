@@ -134,16 +134,19 @@ int SimCq::fd() {
 
 void SimCq::sync_fd() noexcept {
     // Readable while a poll could make progress: completions queued, or simulated work in flight.
-    bool want = count_ != 0 || !domain_->fabric()->idle();
-    if (want == fd_armed_) return;
+    set_readable(event_fd_, count_ != 0 || !domain_->fabric()->idle(), fd_armed_);
+}
+
+void set_readable(int fd, bool want, bool& armed) noexcept {
+    if (want == armed) return;
     if (want) {
         std::uint64_t one = 1;
-        [[maybe_unused]] auto r = ::write(event_fd_, &one, sizeof one);
+        [[maybe_unused]] auto r = ::write(fd, &one, sizeof one);
     } else {
         std::uint64_t value = 0;
-        [[maybe_unused]] auto r = ::read(event_fd_, &value, sizeof value);
+        [[maybe_unused]] auto r = ::read(fd, &value, sizeof value);
     }
-    fd_armed_ = want;
+    armed = want;
 }
 
 void FabricState::sync_fds() noexcept {

@@ -198,16 +198,7 @@ void SimDomain::push_event(const AsyncEvent& e) noexcept {
 void SimDomain::sync_event_fd() noexcept {
     if (event_fd_ < 0) return;
     // Readable while next_event() could give something: events queued, or simulated work in flight.
-    const bool want = !events_.empty() || !fabric_->idle();
-    if (want == event_fd_armed_) return;
-    if (want) {
-        std::uint64_t one = 1;
-        [[maybe_unused]] auto r = ::write(event_fd_, &one, sizeof one);
-    } else {
-        std::uint64_t value = 0;
-        [[maybe_unused]] auto r = ::read(event_fd_, &value, sizeof value);
-    }
-    event_fd_armed_ = want;
+    set_readable(event_fd_, !events_.empty() || !fabric_->idle(), event_fd_armed_);
 }
 
 std::unique_ptr<weft::detail::MrImpl> SimDomain::register_memory(void* addr, std::size_t length, Access access) {
