@@ -114,6 +114,30 @@ const QpCaps& QueuePair::caps() const noexcept {
     return impl_ ? impl_->caps : none;
 }
 
+// ---- SharedReceiveQueue
+
+SharedReceiveQueue::SharedReceiveQueue() noexcept = default;
+SharedReceiveQueue::SharedReceiveQueue(std::shared_ptr<detail::SrqImpl> impl) noexcept : impl_(std::move(impl)) {}
+SharedReceiveQueue::SharedReceiveQueue(SharedReceiveQueue&&) noexcept = default;
+SharedReceiveQueue& SharedReceiveQueue::operator=(SharedReceiveQueue&&) noexcept = default;
+SharedReceiveQueue::~SharedReceiveQueue() = default;
+
+void SharedReceiveQueue::arm_limit(std::uint32_t limit) {
+    if (!impl_) empty_handle("SharedReceiveQueue::arm_limit");
+    if (limit > impl_->max_recv) {
+        const std::string backend = impl_->domain ? impl_->domain->caps.backend : std::string();
+        throw Error(Errc::invalid_argument,
+                    "limit " + std::to_string(limit) + " exceeds the queue's max_recv of " +
+                        std::to_string(impl_->max_recv) + "; give 0 (disarm) .. max_recv",
+                    backend, "SharedReceiveQueue::arm_limit");
+    }
+    impl_->arm_limit(limit);
+}
+
+std::uint32_t SharedReceiveQueue::max_recv() const noexcept { return impl_ ? impl_->max_recv : 0; }
+std::uint32_t SharedReceiveQueue::max_sge() const noexcept { return impl_ ? impl_->max_sge : 0; }
+std::uint32_t SharedReceiveQueue::srq_num() const noexcept { return impl_ ? impl_->srq_num : 0; }
+
 // ---- Domain
 
 Domain::Domain() noexcept = default;
@@ -176,6 +200,20 @@ QueuePair Domain::create_qp(const QpOptions& options) {
         }
         *out = detail::unwrap(ref.get()->shared_impl());  // the backend's own CQ, whatever the mode
     }
+    if (SharedReceiveQueue* srq = options.srq.get()) {
+        if (!*srq) {
+            throw Error(Errc::invalid_argument, "srq refers to an empty SharedReceiveQueue handle",
+                        impl_->caps.backend, "create_qp");
+        }
+        if (srq->impl()->domain != impl_) {
+            throw Error(Errc::invalid_argument,
+                        "srq belongs to another domain; a QP takes receives only from a shared receive queue "
+                        "of its own domain",
+                        impl_->caps.backend, "create_qp");
+        }
+        setup.srq = detail::unwrap(srq->shared_impl());
+        setup.options.max_recv = 0;  // receives come from the shared queue
+    }
     detail::validate_qp_options(setup, impl_->caps, impl_->caps.backend);
     std::unique_ptr<detail::QpImpl> qp = impl_->create_qp(setup);
     qp->domain = impl_;
@@ -187,6 +225,32 @@ QueuePair Domain::create_qp(const QpOptions& options) {
               impl_->caps.backend.c_str(), qp->qp_num, qp->caps.max_send, qp->caps.max_recv, qp->caps.max_sge,
               qp->caps.max_inline);
     return QueuePair(std::move(qp));
+}
+
+SharedReceiveQueue Domain::create_srq(const SrqOptions& options) {
+    if (!impl_) empty_handle("Domain::create_srq");
+    const Capabilities& caps = impl_->caps;
+    if (!caps.has(Feature::srq)) {
+        // The backend's own default says what it lacks and what to do instead.
+        return SharedReceiveQueue(impl_->create_srq(options));
+    }
+    auto check = [&](const char* name, std::uint32_t value, std::uint32_t min, std::uint32_t max) {
+        if (value < min || value > max) {
+            throw Error(Errc::invalid_argument,
+                        std::string(name) + " = " + std::to_string(value) + " is outside the accepted range " +
+                            std::to_string(min) + ".." + std::to_string(max),
+                        caps.backend, "create_srq");
+        }
+    };
+    check("max_recv", options.max_recv, 1, caps.max_srq_wr);
+    check("max_sge", options.max_sge, 1, caps.max_srq_sge);
+    check("limit", options.limit, 0, options.max_recv);
+    std::shared_ptr<detail::SrqImpl> impl = impl_->create_srq(options);
+    impl->domain = impl_;
+    if (options.thread_safe) impl = std::make_shared<detail::LockedSrq>(std::move(impl));
+    WEFT_LOGF(core, debug, "%s: created shared receive queue %u: max_recv %u, max_sge %u", caps.backend.c_str(),
+              impl->srq_num, impl->max_recv, impl->max_sge);
+    return SharedReceiveQueue(std::move(impl));
 }
 
 const Capabilities& Domain::capabilities() const noexcept {
@@ -225,6 +289,12 @@ namespace {
 }  // namespace
 
 int DomainImpl::event_fd() { no_async_events(*this, "Domain::event_fd"); }
+
+std::shared_ptr<SrqImpl> DomainImpl::create_srq(const SrqOptions&) {
+    throw Error(Errc::not_supported,
+                caps.backend + " has no shared receive queues (no Feature::srq); post receives to each QP",
+                caps.backend, "Domain::create_srq");
+}
 bool DomainImpl::next_event(AsyncEvent&) { no_async_events(*this, "Domain::next_event"); }
 
 }  // namespace detail

@@ -26,4 +26,9 @@ PostStatus QueuePair::post_recv(std::span<const RecvRequest> batch) noexcept {
     return impl_->post_recv(batch);
 }
 
+PostStatus SharedReceiveQueue::post_recv(std::span<const RecvRequest> batch) noexcept {
+    if (!impl_) return PostStatus::not_connected("the shared receive queue handle is empty");
+    return impl_->post_recv(batch);
+}
+
 }  // namespace weft

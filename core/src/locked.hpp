@@ -72,10 +72,38 @@ private:
     std::unique_ptr<QpImpl> inner_;
 };
 
+/// Any number of threads may post to a shared receive queue at once: one lock around each post.
+class LockedSrq final : public SrqImpl {
+public:
+    explicit LockedSrq(std::shared_ptr<SrqImpl> inner) : inner_(std::move(inner)) {
+        srq_num = inner_->srq_num;
+        max_recv = inner_->max_recv;
+        max_sge = inner_->max_sge;
+        domain = inner_->domain;
+    }
+    PostStatus post_recv(std::span<const RecvRequest> batch) noexcept override {
+        std::lock_guard lock(mu_);
+        return inner_->post_recv(batch);
+    }
+    void arm_limit(std::uint32_t limit) override {
+        std::lock_guard lock(mu_);
+        inner_->arm_limit(limit);
+    }
+    const std::shared_ptr<SrqImpl>& inner() const noexcept { return inner_; }
+
+private:
+    std::mutex mu_;
+    std::shared_ptr<SrqImpl> inner_;
+};
+
 /// The backend's own object behind a possible wrapper.
 inline const std::shared_ptr<CqImpl>& unwrap(const std::shared_ptr<CqImpl>& cq) noexcept {
     if (auto* locked = dynamic_cast<LockedCq*>(cq.get())) return locked->inner();
     return cq;
+}
+inline const std::shared_ptr<SrqImpl>& unwrap(const std::shared_ptr<SrqImpl>& srq) noexcept {
+    if (auto* locked = dynamic_cast<LockedSrq*>(srq.get())) return locked->inner();
+    return srq;
 }
 inline QpImpl& unwrap(QpImpl& qp) noexcept {
     if (auto* locked = dynamic_cast<LockedQp*>(&qp)) return locked->inner();

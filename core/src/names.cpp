@@ -93,6 +93,8 @@ std::string_view to_string(EventType type) noexcept {
         case EventType::port_active: return "port_active";
         case EventType::port_error: return "port_error";
         case EventType::device_fatal: return "device_fatal";
+        case EventType::srq_limit_reached: return "srq_limit_reached";
+        case EventType::qp_last_wqe_reached: return "qp_last_wqe_reached";
         case EventType::other: return "other";
     }
     return "unknown_event";
@@ -157,6 +159,7 @@ std::string_view to_string(Feature f) noexcept {
         case Feature::listener: return "listener";
         case Feature::disconnect: return "disconnect";
         case Feature::async_events: return "async_events";
+        case Feature::srq: return "srq";
     }
     return "unknown_feature";
 }

@@ -86,4 +86,13 @@ PostStatus validate_recv_batch(std::span<const RecvRequest> batch, const QpCaps&
     return PostStatus::ok();
 }
 
+PostStatus validate_srq_batch(std::span<const RecvRequest> batch, std::uint32_t max_sge) noexcept {
+    for (std::uint32_t i = 0; i < batch.size(); ++i) {
+        const RecvRequest& r = batch[i];
+        if (r.num_sge > max_sge) return PostStatus::invalid(i, "more segments than the shared receive queue's max_sge");
+        if (r.num_sge > 1 && r.sg_list == nullptr) return PostStatus::invalid(i, "num_sge > 1 needs sg_list");
+    }
+    return PostStatus::ok();
+}
+
 }  // namespace weft::detail

@@ -39,6 +39,7 @@ namespace weft::sim::detail {
 class SimCq;
 class SimDomain;
 class SimQp;
+class SimSrq;
 struct SqEntry;
 
 /// Legal behaviours the seed may choose (`reorder=` key); bit flags.
@@ -307,6 +308,7 @@ public:
     std::vector<std::uint64_t> stalled_until;  ///< node -> deliveries to it wait until then
     unsigned fail_registrations = 0;
     unsigned fail_qp_creations = 0;
+    std::uint32_t srqs_created = 0;  ///< numbers the shared receive queues (SharedReceiveQueue::srq_num)
     Fabric::Stats stats{};
 
     bool tracing = false;
@@ -398,6 +400,7 @@ public:
     std::unique_ptr<weft::detail::MrImpl> register_memory(void* addr, std::size_t length, Access access) override;
     std::shared_ptr<weft::detail::CqImpl> create_cq(const CqOptions& options) override;
     std::unique_ptr<weft::detail::QpImpl> create_qp(const weft::detail::QpSetup& setup) override;
+    std::shared_ptr<weft::detail::SrqImpl> create_srq(const SrqOptions& options) override;
     // named rendezvous (sim_rendezvous.cpp)
     std::unique_ptr<weft::detail::ListenerImpl> listen(const weft::detail::HostPort& where) override;
     std::vector<std::byte> connect_to(weft::detail::QpImpl& qp, const weft::detail::HostPort& where,
@@ -545,6 +548,39 @@ struct RqEntry {
     std::uint32_t num_sge = 0;
 };
 
+/// A shared receive queue: the receives posted and not yet taken, oldest first, in a ring. A message of an
+/// attached QP takes the oldest whose post has taken effect into the QP's own receive ring (SimQp::
+/// take_receive); the QP keeps it there until the message completes, and uses it again if the message is
+/// lost and resent, as a responder keeps the WQE it fetched.
+class [[gnu::visibility("hidden")]] SimSrq final : public weft::detail::SrqImpl {
+public:
+    SimSrq(std::shared_ptr<SimDomain> domain, const SrqOptions& options, std::uint32_t number);
+    ~SimSrq() override;
+
+    PostStatus post_recv(std::span<const RecvRequest> batch) noexcept override;
+    void arm_limit(std::uint32_t limit) override;
+
+    /// Whether a receive is posted whose post has taken effect by `now` (fabric lock held).
+    bool ready(std::uint64_t now) const noexcept { return head_ < tail_ && at(head_).ready_at <= now; }
+    /// Moves the oldest receive into `entry` and `sges` (room for max_sge segments), reporting the limit
+    /// event when it leaves fewer than the armed limit (fabric lock held; ready() was true).
+    void take(RqEntry& entry, LocalSegment* sges) noexcept;
+    const SimDomain& domain() const noexcept { return *domain_; }
+
+private:
+    std::size_t slot(std::uint64_t i) const noexcept { return static_cast<std::size_t>(i & (ring_.size() - 1)); }
+    const RqEntry& at(std::uint64_t i) const noexcept { return ring_[slot(i)]; }
+
+    std::shared_ptr<SimDomain> domain_;
+    FabricState& fabric_;
+    std::vector<RqEntry> ring_;
+    std::vector<LocalSegment> sges_;
+    std::uint32_t stride_;
+    std::uint64_t head_ = 0, tail_ = 0;  ///< [head, tail) posted and not taken
+    std::uint32_t limit_ = 0;            ///< armed limit (0: disarmed)
+    OneAtATime posters_;
+};
+
 class [[gnu::visibility("hidden")]] SimQp final : public weft::detail::QpImpl {
 public:
     SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& setup);
@@ -597,7 +633,7 @@ private:
         return {&sq_sge_[sq_slot(i) * max_sge_], sq_[sq_slot(i)].num_sge};
     }
     std::span<const LocalSegment> rq_sges(std::uint64_t i) const noexcept {
-        return {&rq_sge_[rq_slot(i) * max_sge_], rq_[rq_slot(i)].num_sge};
+        return {&rq_sge_[rq_slot(i) * rq_stride_], rq_[rq_slot(i)].num_sge};
     }
     SqEntry& sq_at(std::uint64_t i) noexcept { return sq_[sq_slot(i)]; }
     const SqEntry& sq_at(std::uint64_t i) const noexcept { return sq_[sq_slot(i)]; }
@@ -628,9 +664,19 @@ private:
     /// Responder side, first packet of send/write message `msn` of requester `q`: checks it and consumes a
     /// receive; returns the status to answer with (success: its packets may be placed).
     WcStatus begin_message(SimQp& q, std::uint64_t msn) noexcept;
-    /// Whether a receive is posted for the next message: one the program's post has taken effect for.
+    /// Whether a receive is posted for the next message: one the program's post has taken effect for (one
+    /// this QP took from its shared receive queue earlier and kept, or the queue's oldest).
     bool receive_ready() const noexcept {
-        return rq_consumed_ < rq_posted_ && rq_at(rq_consumed_).ready_at <= fabric_.now;
+        if (rq_consumed_ < rq_posted_) return rq_at(rq_consumed_).ready_at <= fabric_.now;
+        return srq_ && rq_posted_ - rq_released_ < rq_.size() && srq_->ready(fabric_.now);
+    }
+    /// Consumes the receive receive_ready() found; returns its index in the receive ring.
+    std::uint64_t take_receive() noexcept {
+        if (rq_consumed_ == rq_posted_) {
+            const std::uint64_t i = rq_posted_++;
+            srq_->take(rq_at(i), &rq_sge_[rq_slot(i) * rq_stride_]);
+        }
+        return rq_consumed_++;
     }
     /// Places packet `k` (in arrival order) of the inbound message; false when it failed (already handled).
     bool place_packet(std::uint32_t k) noexcept;
@@ -718,7 +764,11 @@ private:
     std::uint64_t engine_free_ = 0;
     std::uint64_t path_ns_ = 0;
 
-    // receive queue: [rq_released, rq_consumed) consumed but not yet polled, [rq_consumed, rq_posted) free
+    // receive queue: [rq_released, rq_consumed) consumed but not yet polled, [rq_consumed, rq_posted) free.
+    // With a shared receive queue, the few receives taken from it and not yet completed: a completion
+    // releases its entry at once.
+    std::shared_ptr<SimSrq> srq_;
+    std::uint32_t rq_stride_ = 1;  ///< segments per receive entry
     std::vector<RqEntry> rq_;
     std::vector<LocalSegment> rq_sge_;
     std::uint64_t rq_posted_ = 0;

@@ -268,6 +268,10 @@ PostStatus SimQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     }
     const std::uint64_t at = fabric_.enter_call(domain_->node(), false);
     if (state_ == QpState::reset) return PostStatus::not_connected("the QP is in reset");
+    if (srq_ && !batch.empty()) {
+        return PostStatus::invalid(0, "this QP takes its receives from a shared receive queue; post them there "
+                                      "(SharedReceiveQueue::post_recv)");
+    }
     if (auto st = weft::detail::validate_recv_batch(batch, caps); !st) return st;
     if (rq_posted_ - rq_released_ + batch.size() > caps.max_recv) return PostStatus::queue_full();
     for (const RecvRequest& r : batch) {
@@ -285,6 +289,66 @@ PostStatus SimQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     fabric_.notify_post();
     fabric_.sync_fds();
     return PostStatus::ok();
+}
+
+// ---- shared receive queue
+
+SimSrq::SimSrq(std::shared_ptr<SimDomain> domain, const SrqOptions& options, std::uint32_t number)
+    : domain_(std::move(domain)),
+      fabric_(*domain_->fabric()),
+      ring_(std::bit_ceil(std::max<std::size_t>(options.max_recv, 1))),
+      sges_(ring_.size() * options.max_sge),
+      stride_(options.max_sge),
+      limit_(options.limit) {
+    srq_num = number;
+    max_recv = options.max_recv;
+    max_sge = options.max_sge;
+}
+
+SimSrq::~SimSrq() = default;
+
+PostStatus SimSrq::post_recv(std::span<const RecvRequest> batch) noexcept {
+    OneAtATime::Scope poster(posters_);
+    std::lock_guard lock(fabric_.mu);
+    FabricState::ReturnToProgram stage{fabric_};
+    if (poster.overlapped) {
+        fabric_.report_misuse("two threads posted to shared receive queue " + std::to_string(srq_num) +
+                              " at the same time; one thread at a time may post to it "
+                              "(SrqOptions::thread_safe lets several)");
+    }
+    const std::uint64_t at = fabric_.enter_call(domain_->node(), false);
+    if (auto st = weft::detail::validate_srq_batch(batch, max_sge); !st) return st;
+    if (tail_ - head_ + batch.size() > max_recv) return PostStatus::queue_full();
+    for (const RecvRequest& r : batch) {
+        const std::uint64_t i = tail_++;
+        RqEntry& e = ring_[slot(i)];
+        e.id = r.id;
+        e.length = r.length();
+        e.num_sge = r.num_sge;
+        e.ready_at = at;
+        auto segs = r.segments();
+        std::copy(segs.begin(), segs.end(), &sges_[slot(i) * stride_]);
+    }
+    fabric_.notify_post();
+    fabric_.sync_fds();
+    return PostStatus::ok();
+}
+
+void SimSrq::arm_limit(std::uint32_t limit) {
+    std::lock_guard lock(fabric_.mu);
+    FabricState::ReturnToProgram stage{fabric_};
+    (void)fabric_.enter_call(domain_->node(), false);
+    limit_ = limit;
+}
+
+void SimSrq::take(RqEntry& entry, LocalSegment* sges) noexcept {
+    const std::uint64_t i = head_++;
+    entry = ring_[slot(i)];
+    std::copy_n(&sges_[slot(i) * stride_], entry.num_sge, sges);
+    if (limit_ != 0 && tail_ - head_ < limit_) {
+        limit_ = 0;
+        domain_->push_event({EventType::srq_limit_reached, 0, srq_num, "SRQ limit reached"});
+    }
 }
 
 // ---- requester
@@ -553,6 +617,11 @@ void SimQp::enter_error() noexcept {
         flush_send_from(sq_completed_);
         flush_recv();
     }
+    // A QP on a shared receive queue takes no more of its receives: the spec's Last WQE Reached (Soft-RoCE
+    // does not report it).
+    if (srq_ && domain_->profile() != Profile::rxe) {
+        domain_->push_event({EventType::qp_last_wqe_reached, qp_num, 0, "last WQE reached"});
+    }
 }
 
 void SimQp::disconnect() {
@@ -576,7 +645,7 @@ void SimQp::disconnect() {
 void SimQp::on_disconnect(const Event& e) noexcept {
     if (e.peer != remote_qpn_ || state_ == QpState::init) return;  // not this QP's peer
     enter_error();
-    domain_->push_event({EventType::peer_disconnected, qp_num, "peer disconnected"});
+    domain_->push_event({EventType::peer_disconnected, qp_num, 0, "peer disconnected"});
 }
 
 void SimQp::flush_send_from(std::uint64_t first) noexcept {
@@ -620,6 +689,7 @@ void SimQp::emit_recv(std::uint64_t i, WcStatus status, Opcode op, std::uint32_t
     e.wqe = i;
     e.send_queue = false;
     recv_cq_->push(e);
+    if (srq_) rq_released_ = i + 1;  // taken from the shared queue: nothing waits for the poll to free it
 }
 
 void SimQp::release(bool send_queue, std::uint64_t wqe) noexcept {
@@ -754,7 +824,7 @@ WcStatus SimQp::begin_message(SimQp& q, std::uint64_t msn) noexcept {
         case Opcode::send:
         case Opcode::send_with_imm: {
             if (!receive_ready()) return rnr_nak;
-            const std::uint64_t ri = rq_consumed_++;
+            const std::uint64_t ri = take_receive();
             if (w.length > rq_at(ri).length) {
                 emit_recv(ri, rxe ? WcStatus::local_qp_operation : WcStatus::local_length, Opcode::recv, 0, false, 0);
                 enter_error();
@@ -780,13 +850,13 @@ WcStatus SimQp::begin_message(SimQp& q, std::uint64_t msn) noexcept {
             const bool with_imm = w.opcode == Opcode::write_with_imm;
             if (with_imm && !receive_ready()) return rnr_nak;
             if (w.length > 0 && !check_remote(w.rkey, w.remote_addr, w.length, Access::remote_write)) {
-                if (with_imm) emit_recv(rq_consumed_++, WcStatus::local_access, Opcode::recv_rdma_with_imm, 0, false, 0);
+                if (with_imm) emit_recv(take_receive(), WcStatus::local_access, Opcode::recv_rdma_with_imm, 0, false, 0);
                 enter_error();
                 return WcStatus::remote_access;
             }
             if (with_imm) {
                 inbound_.consumes_recv = true;
-                inbound_.rq = rq_consumed_++;
+                inbound_.rq = take_receive();
             }
             return WcStatus::success;
         }

@@ -132,13 +132,15 @@ SimDomain::SimDomain(std::shared_ptr<FabricState> fabric, const Params& params) 
         Feature::send_with_imm | Feature::write_with_imm | Feature::read | Feature::atomics | Feature::fence |
         Feature::inline_data | Feature::solicited | Feature::wait | Feature::cq_fd | Feature::rnr |
         Feature::error_flush | Feature::remote_access_check | Feature::zero_length | Feature::listener |
-        Feature::disconnect | Feature::async_events);
+        Feature::disconnect | Feature::async_events | Feature::srq);
     caps.max_qp_wr = 32768;
     caps.max_sge = 32;
     caps.max_inline = 1024;
     caps.max_cqe = 1u << 22;
     caps.max_msg_size = 1ull << 31;
     caps.max_mr_size = 1ull << 46;
+    caps.max_srq_wr = caps.max_qp_wr;
+    caps.max_srq_sge = caps.max_sge;
     // rdma_cm's 56 bytes; the verbs backend carries 48 (weft/listener.hpp), and profile=rxe says so.
     caps.max_private_data = params.profile == Profile::rxe ? 48 : 56;
 }
@@ -277,6 +279,13 @@ std::unique_ptr<weft::detail::QpImpl> SimDomain::create_qp(const weft::detail::Q
             throw Error(Errc::invalid_argument, "a QP's CQs must come from the same domain", "sim", "create_qp");
         }
     }
+    if (setup.srq) {
+        const auto* sim_srq = dynamic_cast<const SimSrq*>(setup.srq.get());
+        if (!sim_srq || &sim_srq->domain() != this) {
+            throw Error(Errc::invalid_argument, "a QP's shared receive queue must come from the same domain", "sim",
+                        "create_qp");
+        }
+    }
     {
         std::lock_guard lock(fabric_->mu);
         if (fabric_->fail_qp_creations > 0) {
@@ -287,6 +296,16 @@ std::unique_ptr<weft::detail::QpImpl> SimDomain::create_qp(const weft::detail::Q
     }
     auto self = std::static_pointer_cast<SimDomain>(shared_from_this());
     return std::make_unique<SimQp>(std::move(self), setup);
+}
+
+std::shared_ptr<weft::detail::SrqImpl> SimDomain::create_srq(const SrqOptions& options) {
+    std::uint32_t number = 0;
+    {
+        std::lock_guard lock(fabric_->mu);
+        number = ++fabric_->srqs_created;
+    }
+    auto self = std::static_pointer_cast<SimDomain>(shared_from_this());
+    return std::make_shared<SimSrq>(std::move(self), options, number);
 }
 
 }  // namespace detail

@@ -31,13 +31,16 @@ SimQp::SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& set
       max_sge_(setup.options.max_sge),
       send_cq_(std::static_pointer_cast<SimCq>(setup.send_cq)),
       recv_cq_(std::static_pointer_cast<SimCq>(setup.recv_cq)),
-      rq_(std::bit_ceil(std::max<std::size_t>(setup.options.max_recv, 1))),
-      rq_sge_(rq_.size() * setup.options.max_sge),
+      srq_(std::static_pointer_cast<SimSrq>(setup.srq)),
+      rq_stride_(srq_ ? srq_->max_sge : setup.options.max_sge),
+      // With a shared receive queue a QP holds only the receives of the message landing (one at a time).
+      rq_(srq_ ? 4 : std::bit_ceil(std::max<std::size_t>(setup.options.max_recv, 1))),
+      rq_sge_(rq_.size() * rq_stride_),
       options_(setup.options),
       max_inline_(setup.options.max_inline),
       sq_inline_(sq_.size() * setup.options.max_inline) {
     caps.max_send = setup.options.max_send;
-    caps.max_recv = setup.options.max_recv;
+    caps.max_recv = srq_ ? 0 : setup.options.max_recv;
     caps.max_sge = max_sge_;
     caps.max_inline = max_inline_;
     std::lock_guard lock(fabric_.mu);

@@ -59,6 +59,23 @@ public:
 
 class DomainImpl;
 
+/// A shared receive queue (Feature::srq). The core fills srq_num, max_recv and max_sge from what the
+/// backend granted, and `domain`.
+class SrqImpl {
+public:
+    virtual ~SrqImpl() = default;
+    /// Posts all of the batch or none of it (the core's checks have not run: call validate_recv_batch).
+    virtual PostStatus post_recv(std::span<const RecvRequest> batch) noexcept = 0;
+    /// Arms the limit event (0 disarms); the core has checked limit <= max_recv.
+    virtual void arm_limit(std::uint32_t limit) = 0;
+
+    std::uint32_t srq_num = 0;
+    std::uint32_t max_recv = 0;
+    std::uint32_t max_sge = 0;
+    /// The domain that created it; set by the core.
+    std::shared_ptr<DomainImpl> domain;
+};
+
 class QpImpl {
 public:
     virtual ~QpImpl() = default;
@@ -115,11 +132,14 @@ public:
     std::shared_ptr<DomainImpl> domain;
 };
 
-/// What create_qp receives: QpOptions with the CQs resolved.
+/// What create_qp receives: QpOptions with the CQs and the shared receive queue resolved.
 struct QpSetup {
     QpOptions options;
     std::shared_ptr<CqImpl> send_cq;
     std::shared_ptr<CqImpl> recv_cq;
+    /// The backend's own queue of QpOptions::srq (the core checked it belongs to this domain); null
+    /// without one. The QP keeps it alive.
+    std::shared_ptr<SrqImpl> srq;
 };
 
 class DomainImpl : public std::enable_shared_from_this<DomainImpl> {
@@ -142,6 +162,9 @@ public:
     /// The defaults throw Errc::not_supported.
     virtual int event_fd();
     virtual bool next_event(AsyncEvent& out);
+    /// Optional (Feature::srq); the core has checked the options against caps.max_srq_wr/max_srq_sge. The
+    /// default throws Errc::not_supported.
+    virtual std::shared_ptr<SrqImpl> create_srq(const SrqOptions& options);
 
     Capabilities caps{};
     Config config{};
@@ -150,7 +173,9 @@ public:
 /// Version 2: DomainImpl::listen/connect_to, QpImpl::domain, ListenerImpl.
 /// Version 3: private data on ListenerImpl::accept and DomainImpl::connect_to, Capabilities::max_private_data,
 /// QpImpl::disconnect, DomainImpl::event_fd/next_event.
-inline constexpr std::uint32_t plugin_abi_version = 3;
+/// Version 4: shared receive queues (SrqImpl, DomainImpl::create_srq, QpSetup::srq, QpOptions::srq,
+/// Capabilities::max_srq_wr/max_srq_sge), AsyncEvent::srq_num.
+inline constexpr std::uint32_t plugin_abi_version = 4;
 
 /// A backend's registration record.
 struct Plugin {
@@ -173,6 +198,8 @@ void validate_qp_options(const QpSetup& setup, const Capabilities& caps, std::st
 PostStatus validate_send_batch(std::span<const SendRequest> batch, const QpCaps& caps,
                                const Capabilities& domain_caps) noexcept;
 PostStatus validate_recv_batch(std::span<const RecvRequest> batch, const QpCaps& caps) noexcept;
+/// Checks a batch of receives for a shared receive queue of `max_sge` segments per receive.
+PostStatus validate_srq_batch(std::span<const RecvRequest> batch, std::uint32_t max_sge) noexcept;
 
 }  // namespace weft::detail
 

@@ -37,6 +37,7 @@ namespace detail {
 class DomainImpl;
 class CqImpl;
 class QpImpl;
+class SrqImpl;
 }  // namespace detail
 
 /// Optional features a backend may lack. The conformance suite skips, visibly, on missing ones.
@@ -57,6 +58,7 @@ enum class Feature : std::uint32_t {
     listener = 1u << 13,    ///< weft::listen / weft::connect by host:port (weft/listener.hpp)
     disconnect = 1u << 14,  ///< QueuePair::disconnect tells the peer, which is not left to time out
     async_events = 1u << 15,  ///< Domain::event_fd and Domain::next_event report asynchronous events
+    srq = 1u << 16,         ///< shared receive queues (Domain::create_srq, QpOptions::srq)
 };
 constexpr Feature operator|(Feature a, Feature b) noexcept {
     return static_cast<Feature>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
@@ -81,6 +83,10 @@ struct Capabilities {
     /// Largest private data weft::connect and Listener::accept carry each way, in bytes (0 without
     /// Feature::listener); see weft/listener.hpp.
     std::uint32_t max_private_data = 0;
+    /// Largest SrqOptions::max_recv (0 without Feature::srq).
+    std::uint32_t max_srq_wr = 0;
+    /// Largest SrqOptions::max_sge (0 without Feature::srq).
+    std::uint32_t max_srq_sge = 0;
 
     /// Whether the domain has optional feature `f`.
     bool has(Feature f) const noexcept { return (features & static_cast<std::uint32_t>(f)) != 0; }
@@ -103,6 +109,21 @@ private:
     CompletionQueue* cq_ = nullptr;
 };
 
+class SharedReceiveQueue;
+
+/// Refers to a SharedReceiveQueue in QpOptions without copying it.
+class SrqRef {
+public:
+    SrqRef() noexcept = default;
+    /// Refers to `srq`, which must outlive the call that takes the options.
+    SrqRef(SharedReceiveQueue& srq) noexcept : srq_(&srq) {}  // NOLINT(google-explicit-constructor): reads naturally
+    /// The queue referred to; null when none was given.
+    SharedReceiveQueue* get() const noexcept { return srq_; }
+
+private:
+    SharedReceiveQueue* srq_ = nullptr;
+};
+
 /// Options of Domain::create_cq.
 struct CqOptions {
     std::uint32_t depth = 256;  ///< completions the queue holds; the backend may round up
@@ -116,8 +137,8 @@ struct QpOptions {
     CqRef send_cq;                      ///< where completions of send-queue requests go (required)
     CqRef recv_cq;                      ///< where completions of receives go (required; may be send_cq)
     std::uint32_t max_send = 128;       ///< send-queue requests outstanding at once
-    std::uint32_t max_recv = 128;       ///< receives outstanding at once
-    std::uint32_t max_sge = 1;          ///< per request, send and receive
+    std::uint32_t max_recv = 128;       ///< receives outstanding at once (ignored with srq)
+    std::uint32_t max_sge = 1;          ///< per request, send and receive (receives: the SRQ's, with srq)
     std::uint32_t max_inline = 0;       ///< bytes of inline payload per send request
     std::uint8_t timeout = 14;          ///< local ACK timeout: 4.096 us * 2^timeout (0 = infinite)
     std::uint8_t retry_cnt = 7;         ///< transport retries before transport_retry_exceeded (0..7)
@@ -125,6 +146,21 @@ struct QpOptions {
     std::uint8_t min_rnr_timer = 12;    ///< RNR NAK delay this QP asks of its peer (IB encoding 0..31)
     /// Any number of threads may post to each queue at once (weft serializes them: one lock per queue).
     /// Off, one thread at a time posts sends and one at a time posts receives (they may be two threads).
+    bool thread_safe = false;
+    /// Takes every receive from this shared receive queue of the same domain (Feature::srq) instead of a
+    /// receive queue of its own: QueuePair::post_recv is then refused and QpCaps::max_recv is 0. The QP keeps
+    /// the queue alive.
+    SrqRef srq;
+};
+
+/// Options of Domain::create_srq.
+struct SrqOptions {
+    std::uint32_t max_recv = 1024;  ///< receives posted and not yet taken by a message, at once
+    std::uint32_t max_sge = 1;      ///< segments per receive
+    /// Arms the limit event at once, as SharedReceiveQueue::arm_limit would (0: not armed).
+    std::uint32_t limit = 0;
+    /// Any number of threads may post at once (weft serializes them with a lock). Off, one thread at a time
+    /// posts — any thread, not necessarily the same one each time.
     bool thread_safe = false;
 };
 
@@ -175,6 +211,62 @@ public:
 
 private:
     std::shared_ptr<detail::CqImpl> impl_;
+};
+
+/// A shared receive queue (Domain::create_srq, Feature::srq): receives that any QP created with it in
+/// QpOptions::srq takes, in the order they were posted, as its messages arrive — a server with many
+/// clients posts its receives once, not once per client. Move-only; the QPs using it keep it alive, and
+/// once no handle and no QP holds it, the receives still in it are dropped without completions (as
+/// ibv_destroy_srq drops them).
+///
+/// Semantics (the IB specification's, docs/semantics.md):
+/// - A receive's completion goes to the recv_cq of the QP whose message took it, with that QP's qp_num.
+/// - A message that finds the queue empty is answered with an RNR NAK, as on a QP with no receive posted.
+/// - A QP in error flushes only the receives it had taken; those in the queue stay there for the other QPs.
+///   Where the stack reports it (not Soft-RoCE), EventType::qp_last_wqe_reached then says the QP takes none.
+/// - arm_limit(n): once fewer than n receives remain in the queue after a message took one, the domain
+///   reports EventType::srq_limit_reached (Domain::next_event) and the limit is disarmed.
+///
+/// Threads: one thread at a time may post_recv() unless SrqOptions::thread_safe; arm_limit() likewise.
+class SharedReceiveQueue {
+public:
+    /// An empty handle (false); assign one from Domain::create_srq.
+    SharedReceiveQueue() noexcept;
+    /// Wraps a backend's queue (for backends and tests; users call Domain::create_srq).
+    explicit SharedReceiveQueue(std::shared_ptr<detail::SrqImpl> impl) noexcept;
+    /// Takes the queue from `other`, which becomes empty.
+    SharedReceiveQueue(SharedReceiveQueue&& other) noexcept;
+    /// Releases this handle's queue and takes the one of `other`.
+    SharedReceiveQueue& operator=(SharedReceiveQueue&& other) noexcept;
+    ~SharedReceiveQueue();
+
+    /// Whether the handle holds a queue.
+    explicit operator bool() const noexcept { return impl_ != nullptr; }
+
+    /// Posts a batch of receives: all or none, no allocation, no exception. queue_full when more than
+    /// max_recv() would wait in the queue.
+    PostStatus post_recv(std::span<const RecvRequest> batch) noexcept;
+    /// Posts a braced batch of receives.
+    PostStatus post_recv(std::initializer_list<RecvRequest> batch) noexcept {
+        return post_recv(std::span<const RecvRequest>(batch.begin(), batch.size()));
+    }
+    /// Arms the limit event (see the class comment); 0 disarms it. Throws weft::Error when `limit` exceeds
+    /// max_recv().
+    void arm_limit(std::uint32_t limit);
+
+    /// Receives the queue holds at once (at least SrqOptions::max_recv).
+    std::uint32_t max_recv() const noexcept;
+    /// Segments per receive (at least SrqOptions::max_sge).
+    std::uint32_t max_sge() const noexcept;
+    /// Names the queue in AsyncEvent::srq_num.
+    std::uint32_t srq_num() const noexcept;
+    /// The backend's object (for backends and tests).
+    detail::SrqImpl* impl() const noexcept { return impl_.get(); }
+    /// The backend's object, shared (for backends and tests).
+    const std::shared_ptr<detail::SrqImpl>& shared_impl() const noexcept { return impl_; }
+
+private:
+    std::shared_ptr<detail::SrqImpl> impl_;
 };
 
 /// A reliable connection to one peer QP (Domain::create_qp). Move-only; destroying it destroys the QP.
@@ -268,6 +360,9 @@ public:
     CompletionQueue create_cq(const CqOptions& options = {});
     /// Throws weft::Error when a CQ is missing or a limit exceeds the capabilities (naming the limit).
     QueuePair create_qp(const QpOptions& options);
+    /// Creates a shared receive queue (Feature::srq). Throws weft::Error without the feature, or when a
+    /// limit is 0 or exceeds Capabilities::max_srq_wr / max_srq_sge, or `limit` exceeds max_recv.
+    SharedReceiveQueue create_srq(const SrqOptions& options = {});
 
     /// What the domain can do.
     const Capabilities& capabilities() const noexcept;

@@ -88,13 +88,18 @@ enum class EventType : std::uint8_t {
     port_active,        ///< the domain's port came up (IBV_EVENT_PORT_ACTIVE)
     port_error,         ///< the domain's port went down (IBV_EVENT_PORT_ERR)
     device_fatal,       ///< the device failed (IBV_EVENT_DEVICE_FATAL): nothing of the domain works any more
+    srq_limit_reached,  ///< fewer receives than its armed limit remain in a shared receive queue; the limit is
+                        ///< now disarmed (IBV_EVENT_SRQ_LIMIT_REACHED; SharedReceiveQueue::arm_limit)
+    qp_last_wqe_reached,  ///< a QP that takes receives from a shared receive queue went to error and takes no
+                          ///< more of them (IBV_EVENT_QP_LAST_WQE_REACHED): its receive side is drained
     other,              ///< another event of the backend, named by AsyncEvent::what
 };
 
 /// One asynchronous event (Domain::next_event).
 struct AsyncEvent {
     EventType type = EventType::other;  ///< what happened
-    std::uint32_t qp_num = 0;  ///< the QP of qp_fatal and peer_disconnected; 0 otherwise
+    std::uint32_t qp_num = 0;  ///< the QP of qp_fatal, peer_disconnected and qp_last_wqe_reached; 0 otherwise
+    std::uint32_t srq_num = 0; ///< the shared receive queue of srq_limit_reached (SharedReceiveQueue::srq_num); 0 otherwise
     const char* what = "";     ///< the backend's name for it ("IBV_EVENT_QP_FATAL", "peer disconnected")
 };
 
