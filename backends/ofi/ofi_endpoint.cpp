@@ -683,6 +683,9 @@ void OfiQp::disconnect() {
     // What is outstanding here flushes: receives are cancelled at the provider; requests it holds complete
     // with what it reports, and every later one flushed.
     enter_error(send_, send_.tail.load(std::memory_order_acquire), WcStatus::flushed);
+    // A MSG endpoint's receives cannot be cancelled (the verbs provider): shutting the connection down
+    // moves its QP to error, which flushes them, and tells the peer's event queue too.
+    if (profile_.ep_type == FI_EP_MSG && ep_ && ep_ready_.load(std::memory_order_acquire)) fi_shutdown(ep_.get(), 0);
     post_backlog(send_);
     post_backlog(recv_);
     refresh_direct();
