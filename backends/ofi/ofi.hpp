@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -235,6 +236,11 @@ public:
     std::vector<std::byte> connect_to(detail::QpImpl& qp, const detail::HostPort& where,
                                       std::chrono::milliseconds timeout,
                                       std::span<const std::byte> private_data) override;
+    // Asynchronous events: peer_disconnected so far (the liveness goodbye).
+    int event_fd() override;
+    bool next_event(AsyncEvent& out) override;
+    // Queues an event (any thread; takes only the events' own lock).
+    void push_event(const AsyncEvent& e) noexcept;
 
     const Profile& profile() const noexcept { return profile_; }
     fi_info* info() const noexcept { return info_.get(); }
@@ -255,6 +261,9 @@ private:
     std::mutex key_mu_;
     std::uint64_t key_seq_ = 0;
     KeyMixer keys_;
+    std::mutex events_mu_;
+    std::deque<AsyncEvent> events_;  // events_mu_
+    int event_fd_ = -1;              // an eventfd holding a count exactly while events_ is not empty
 };
 
 class OfiMr final : public detail::MrImpl {
@@ -519,7 +528,7 @@ public:
     void disconnect() override;
     // The peer QP disconnected: its coming loss is a goodbye, and ends this QP with flushes instead of
     // transport_retry_exceeded.
-    void peer_said_goodbye() noexcept { goodbye_.store(true, std::memory_order_release); }
+    void peer_said_goodbye() noexcept;
 
     // Advances the connection handshake and posts backlogged requests. Returns true while the QP
     // still needs to be driven. Takes the QP's lock; `try_only` gives up when it is held elsewhere.

@@ -11,6 +11,9 @@
 #include <random>
 #include <set>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 namespace weft::ofi {
 namespace {
 
@@ -267,7 +270,43 @@ OfiDomain::OfiDomain(const Config& cfg) {
     fill_capabilities();
 }
 
-OfiDomain::~OfiDomain() = default;
+OfiDomain::~OfiDomain() {
+    if (event_fd_ >= 0) ::close(event_fd_);
+}
+
+int OfiDomain::event_fd() {
+    std::lock_guard lock(events_mu_);
+    if (event_fd_ < 0) {
+        event_fd_ = ::eventfd(events_.empty() ? 0 : 1, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (event_fd_ < 0) throw_errno(errno, "eventfd for the domain's events", backend_name, "Domain::event_fd");
+    }
+    return event_fd_;
+}
+
+bool OfiDomain::next_event(AsyncEvent& out) {
+    std::lock_guard lock(events_mu_);
+    if (events_.empty()) return false;
+    out = events_.front();
+    events_.pop_front();
+    if (events_.empty() && event_fd_ >= 0) {
+        std::uint64_t count = 0;
+        [[maybe_unused]] const ssize_t r = ::read(event_fd_, &count, sizeof count);
+    }
+    return true;
+}
+
+void OfiDomain::push_event(const AsyncEvent& e) noexcept {
+    std::lock_guard lock(events_mu_);
+    try {
+        events_.push_back(e);
+    } catch (...) {
+        return;  // out of memory: the event is lost; the QP's state and completions still say what happened
+    }
+    if (events_.size() == 1 && event_fd_ >= 0) {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] const ssize_t w = ::write(event_fd_, &one, sizeof one);
+    }
+}
 
 void OfiDomain::choose_info(const Config& cfg) {
     Query q;
@@ -441,6 +480,7 @@ void OfiDomain::fill_capabilities() {
     if (p.rma && (i.caps & FI_RMA) != 0 && (i.tx_attr->caps & (FI_READ | FI_RMA)) != 0) add(Feature::read);
     if (p.rma && p.atomics) add(Feature::atomics);
     add(Feature::disconnect);  // the liveness goodbye (ofi_liveness.cpp)
+    add(Feature::async_events);  // peer_disconnected, from that goodbye
     add(Feature::fence);  // FI_FENCE where the provider has it, emulated otherwise (ofi_datapath.cpp)
     if (p.inject_size > 0) add(Feature::inline_data);
     // The provider's wait fd where its peers wake it (verbs, tcp, rxm, sockets); an eventfd set by the

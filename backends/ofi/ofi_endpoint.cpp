@@ -672,6 +672,11 @@ void OfiQp::give_up(std::uint64_t seq, WcStatus status) noexcept {
     send_.cq->notify(send_);
 }
 
+void OfiQp::peer_said_goodbye() noexcept {
+    if (goodbye_.exchange(true, std::memory_order_acq_rel)) return;
+    dom_->push_event({EventType::peer_disconnected, qp_num, 0, "peer disconnected"});
+}
+
 void OfiQp::disconnect() {
     std::lock_guard lock(mu_);
     if (told_peer_) return;
@@ -683,9 +688,12 @@ void OfiQp::disconnect() {
     // What is outstanding here flushes: receives are cancelled at the provider; requests it holds complete
     // with what it reports, and every later one flushed.
     enter_error(send_, send_.tail.load(std::memory_order_acquire), WcStatus::flushed);
-    // A MSG endpoint's receives cannot be cancelled (the verbs provider): shutting the connection down
-    // moves its QP to error, which flushes them, and tells the peer's event queue too.
-    if (profile_.ep_type == FI_EP_MSG && ep_ && ep_ready_.load(std::memory_order_acquire)) fi_shutdown(ep_.get(), 0);
+    // The verbs provider cannot cancel a posted receive: shutting its connection down moves the QP to
+    // error, which flushes them (the peer's provider then flushes its own). Other providers cancel them,
+    // and a shutdown would make the peer's provider fail its receives before it hears the goodbye.
+    if (profile_.ep_type == FI_EP_MSG && profile_.provider == "verbs" && ep_ && ep_ready_.load(std::memory_order_acquire)) {
+        fi_shutdown(ep_.get(), 0);
+    }
     post_backlog(send_);
     post_backlog(recv_);
     refresh_direct();

@@ -221,6 +221,15 @@ std::optional<Completion> maybe_next(CompletionQueue& cq, std::chrono::milliseco
     return std::nullopt;
 }
 
+std::optional<AsyncEvent> await_event(Domain& dom, std::chrono::milliseconds patience) {
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    do {
+        if (auto e = dom.next_event()) return e;
+        if (!is_sim()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    } while (std::chrono::steady_clock::now() < deadline);
+    return std::nullopt;
+}
+
 Completion next(CompletionQueue& cq) {
     auto c = maybe_next(cq, std::chrono::duration_cast<std::chrono::milliseconds>(completion_deadline));
     if (!c) BOOST_FAIL("no completion within " << completion_deadline.count() << " s");

@@ -136,6 +136,10 @@ public:
     Unrecorded& operator=(const Unrecorded&) = delete;
 };
 
+/// The next asynchronous event of `dom` within `patience` (each call lets the simulator move on, as a poll
+/// does), or nothing.
+std::optional<AsyncEvent> await_event(Domain& dom, std::chrono::milliseconds patience = completion_deadline);
+
 /// Polls `cq` until one completion arrives or the deadline passes (then fails the test).
 Completion next(CompletionQueue& cq);
 /// Polls `cq` for up to `attempts` polls (sim) or `patience` (real backends); nullopt when nothing came.

@@ -86,6 +86,7 @@ enum class Op : std::uint8_t {
     destroy_qp,
     destroy_domain,
     disconnect,
+    next_event,
 };
 
 class Writer {
@@ -419,6 +420,12 @@ private:
                 find(qps_, r.get<std::uint32_t>(), "QP").disconnect();
                 return;
             }
+            case Op::next_event: {
+                const std::optional<AsyncEvent> e = find(domains_, r.get<std::uint32_t>(), "domain").next_event();
+                out.put(std::uint8_t{e.has_value()});
+                if (e) out.put(e->type).put(e->qp_num).put(e->srq_num).put_string(e->what);
+                return;
+            }
             case Op::poll: {
                 CqEntry& e = find(cqs_, r.get<std::uint32_t>(), "CQ");
                 auto want = r.get<std::uint32_t>();
@@ -668,6 +675,17 @@ public:
         config = std::move(cfg);
     }
     ~ProxyDomain() override { destroy(Op::destroy_domain, id_); }
+
+    bool next_event(AsyncEvent& out) override {
+        auto answer = call(Writer().put(Op::next_event).put(id_));
+        Reader r(answer);
+        if (r.get<std::uint8_t>() == 0) return false;
+        out.type = r.get<EventType>();
+        out.qp_num = r.get<std::uint32_t>();
+        out.srq_num = r.get<std::uint32_t>();
+        out.what = intern(r.get_string());
+        return true;
+    }
 
     std::unique_ptr<detail::MrImpl> register_memory(void* addr, std::size_t length, Access access) override {
         if (!in_arena(addr, length)) {

@@ -56,21 +56,10 @@ struct SrqServer {
     std::vector<QueuePair> clients;
 };
 
-// The next asynchronous event of `dom` within the completion deadline (each call lets the simulator move).
-std::optional<AsyncEvent> await_event(Domain& dom, std::chrono::milliseconds patience = test::completion_deadline) {
-    const auto deadline = std::chrono::steady_clock::now() + patience;
-    const bool sim = test::backend_caps().kind == BackendKind::sim;
-    do {
-        if (auto e = dom.next_event()) return e;
-        if (!sim) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    } while (std::chrono::steady_clock::now() < deadline);
-    return std::nullopt;
-}
-
 // Events of `dom` other than the port's (a device may report its port coming up at any time).
 std::optional<AsyncEvent> await_srq_event(Domain& dom, std::chrono::milliseconds patience = test::completion_deadline) {
     for (;;) {
-        auto e = await_event(dom, patience);
+        auto e = test::await_event(dom, patience);
         if (!e || (e->type != EventType::port_active && e->type != EventType::port_error)) return e;
     }
 }
