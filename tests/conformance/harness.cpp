@@ -157,18 +157,20 @@ Pair::Pair(Unconnected, QpOptions options, Access access) {
     current_pair = this;
 }
 
-void Pair::connect() {
-    auto addr_a = a.qp.address();
-    auto addr_b = b.qp.address();
-    a.qp.connect(addr_b);
-    b.qp.connect(addr_a);
+void Pair::connect() { connect_both(a.qp, b.qp); }
+
+void connect_both(QueuePair& a, QueuePair& b) {
+    auto addr_a = a.address();
+    auto addr_b = b.address();
+    a.connect(addr_b);
+    b.connect(addr_a);
     if (peer::active()) {
         // In one process the backends finish both halves of a handshake inside connect(); across processes
-        // a handshake may still be under way: a Pair is connected when both QPs are ready to send.
+        // a handshake may still be under way: a pair is connected when both QPs are ready to send.
         const auto deadline = std::chrono::steady_clock::now() + completion_deadline;
         for (;;) {
-            const QpState sa = a.qp.state();
-            const QpState sb = b.qp.state();
+            const QpState sa = a.state();
+            const QpState sb = b.state();
             if (sa == QpState::rts && sb == QpState::rts) break;
             if (sa == QpState::error || sb == QpState::error || std::chrono::steady_clock::now() > deadline) {
                 BOOST_FAIL("the pair did not connect across processes within " << completion_deadline.count()

@@ -118,6 +118,9 @@ struct Pair {
     Side b;
 };
 
+/// Connects `a` to `b` and `b` to `a`, and waits (two processes) until both are ready to send.
+void connect_both(QueuePair& a, QueuePair& b);
+
 /// When $WEFT_CONFORMANCE_RECORD names a file, every completion a case receives and a digest of both
 /// buffers at its end are appended there, one line each, so two backends' runs can be compared line by line
 /// (tests/CMakeLists.txt: the differential check of sim:profile=rxe against a real rxe device).
