@@ -545,6 +545,12 @@ namespace {
     note_error(*wq.state, wq.qp);
 }
 
+// A completion whose queue find() gave (or not) that keeps no ring: a receive of a shared queue, which that
+// queue translates, or one of a destroyed QP (wq null), dropped. Returns the completions written to `c`.
+[[gnu::noinline, gnu::cold]] std::size_t not_of_a_ring(const WorkQueue* wq, const ibv_wc& wc, Completion& c) noexcept {
+    return wq != nullptr ? wq->srq->complete(wc, c) : 0;
+}
+
 }  // namespace
 
 // Completion is written in four 8-byte words, built in registers from the work completion.
@@ -627,16 +633,12 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
             if (const std::uint64_t k = static_cast<std::uint32_t>(ks); k != key) {
                 if (key != 0) wq->retired.store(retired, std::memory_order_release);
                 wq = queues_.find(w->wr_id);
-                if (wq == nullptr) {  // a completion of a destroyed QP
+                // A completion of a destroyed QP (dropped), or a receive of a shared queue (out of order: the
+                // queue translates it); either way no run of a ring's completions.
+                if (wq == nullptr || wq->srq != nullptr) [[unlikely]] {
+                    c += not_of_a_ring(wq, *w, *c);
                     key = 0;
                     outstanding = 0;  // nothing is taken until a live queue's completion comes
-                    ++w;
-                    continue;
-                }
-                if (wq->srq != nullptr) [[unlikely]] {  // a receive of a shared queue: out of order, its own way
-                    c += wq->srq->complete(*w, *c);
-                    key = 0;
-                    outstanding = 0;
                     ++w;
                     continue;
                 }
