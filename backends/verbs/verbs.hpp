@@ -340,12 +340,14 @@ private:
 class VerbsSrq final : public detail::SrqImpl {
 public:
     VerbsSrq(std::shared_ptr<Device> device, const SrqOptions& options);
+    // A queue of a fake provider (the data-path tests), with the limits it granted.
+    VerbsSrq(Adopt, std::shared_ptr<Device> device, ibv_srq* srq, std::uint32_t max_wr, std::uint32_t max_sge);
     ~VerbsSrq() override;
 
     PostStatus post_recv(std::span<const RecvRequest> batch) noexcept override;
     void arm_limit(std::uint32_t limit) override;
 
-    ibv_srq* handle() const noexcept { return srq_.get(); }
+    ibv_srq* handle() const noexcept { return handle_; }
     const Device& device() const noexcept { return *device_; }
     // Makes the receives' completions on `cq` findable (create_qp of a QP whose receives complete there).
     void attach(const std::shared_ptr<VerbsCq>& cq);
@@ -356,12 +358,15 @@ public:
 private:
     static constexpr std::uint32_t no_slot = 0xffffffff;
 
+    // Slots, free lists, work requests and the table tag, for the limits granted (max_recv, max_sge).
+    void init_data_path();
     // Moves the slots that pollers handed back onto the poster's stack.
     void reclaim() noexcept;
     [[gnu::noinline, gnu::cold]] PostStatus refused_by_provider(const ibv_recv_wr* bad, std::uint32_t built) noexcept;
 
     std::shared_ptr<Device> device_;
     SrqPtr srq_;
+    ibv_srq* handle_ = nullptr;  // srq_, or an adopted queue (Adopt) that srq_ leaves alone
     std::uint32_t entry_ = 0;  // its QueueTable index, among the kept ones
     WorkQueue wq_;             // what the CQs' tables point to: tag, and srq = this
     std::uint32_t slot_count_ = 0;

@@ -457,7 +457,7 @@ PostStatus VerbsSrq::post_recv(std::span<const RecvRequest> batch) noexcept {
     ibv_recv_wr& last = wr[-1];
     last.next = nullptr;
     ibv_recv_wr* bad = nullptr;
-    const int rc = ::ibv_post_srq_recv(srq_.get(), wrs_.get(), &bad);
+    const int rc = ::ibv_post_srq_recv(handle_, wrs_.get(), &bad);
     last.next = wr;
     if (rc != 0) [[unlikely]] return refused_by_provider(bad, static_cast<std::uint32_t>(n));
     free_top_ = top;

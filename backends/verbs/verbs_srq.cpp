@@ -65,6 +65,30 @@ VerbsSrq::VerbsSrq(std::shared_ptr<Device> device, const SrqOptions& options) : 
     // provider that wrote nothing back granted that).
     max_recv = std::max<std::uint32_t>(init.attr.max_wr, options.max_recv);
     max_sge = std::max<std::uint32_t>(init.attr.max_sge, options.max_sge);
+    handle_ = srq_.get();
+    init_data_path();
+    if (options.limit != 0) {
+        try {
+            arm_limit(options.limit);
+        } catch (...) {
+            release_entry(*device_, entry_);
+            throw;
+        }
+    }
+}
+
+VerbsSrq::VerbsSrq(Adopt, std::shared_ptr<Device> device, ibv_srq* srq, std::uint32_t max_wr, std::uint32_t max_sge_granted)
+    : device_(std::move(device)), handle_(srq) {
+    {
+        std::lock_guard lock(device_->srq_mutex);
+        srq_num = ++device_->srqs_created;
+    }
+    max_recv = max_wr;
+    max_sge = max_sge_granted;
+    init_data_path();
+}
+
+void VerbsSrq::init_data_path() {
     slot_count_ = max_recv;
     ids_ = std::make_unique<std::uint64_t[]>(slot_count_);
     busy_ = std::make_unique<std::atomic<std::uint8_t>[]>(slot_count_);
@@ -74,18 +98,9 @@ VerbsSrq::VerbsSrq(std::shared_ptr<Device> device, const SrqOptions& options) : 
     free_top_ = 0;
     free_count_ = slot_count_;
     wrs_ = chain<ibv_recv_wr>(slot_count_, max_sge, sges_);
-
     wq_.srq = this;
     wq_.is_recv = true;
     wq_.tag = take_entry(*device_, entry_);
-    if (options.limit != 0) {
-        try {
-            arm_limit(options.limit);
-        } catch (...) {
-            release_entry(*device_, entry_);
-            throw;
-        }
-    }
 }
 
 VerbsSrq::~VerbsSrq() {
@@ -116,7 +131,7 @@ void VerbsSrq::attach(const std::shared_ptr<VerbsCq>& cq) {
 void VerbsSrq::arm_limit(std::uint32_t limit) {
     ibv_srq_attr attr{};
     attr.srq_limit = limit;
-    if (const int rc = ::ibv_modify_srq(srq_.get(), &attr, IBV_SRQ_LIMIT); rc != 0) {
+    if (const int rc = ::ibv_modify_srq(handle_, &attr, IBV_SRQ_LIMIT); rc != 0) {
         fail_errno(rc,
                    "ibv_modify_srq(IBV_SRQ_LIMIT " + std::to_string(limit) + ") of shared receive queue " +
                        std::to_string(srq_num) + " on " + device_->name + " failed",
