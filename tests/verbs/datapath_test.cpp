@@ -12,7 +12,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -416,6 +418,61 @@ BOOST_FIXTURE_TEST_CASE(a_destroyed_shared_queue_leaves_its_completions_to_be_dr
     const auto got = drain();
     BOOST_REQUIRE_EQUAL(got.size(), 1u);
     BOOST_TEST(got[0].id == 3u);
+}
+
+// Pollers of two CQs hand slots back at the same time as the poster takes them: every receive completes once,
+// with its own id, and every slot comes back.
+BOOST_AUTO_TEST_CASE(pollers_of_two_cqs_hand_slots_back_while_the_poster_posts) {
+    Fixture f;
+    constexpr std::uint32_t slots = 512;
+    auto dev = fake::make_device(depth);
+    auto fake2 = std::make_unique<fake::FakeCq>();
+    fake2->cq.context = &f.p.context;
+    auto cq1 = std::dynamic_pointer_cast<weft::verbs::VerbsCq>(f.s.cq.shared_impl());
+    auto cq2 = std::make_shared<weft::verbs::VerbsCq>(weft::verbs::Adopt{}, dev, &fake2->cq, nullptr);
+    weft::CompletionQueue second(cq2);
+    auto impl = std::make_shared<weft::verbs::VerbsSrq>(weft::verbs::Adopt{}, dev, &f.p.srq.srq, slots, 1);
+    impl->attach(cq1);
+    impl->attach(cq2);
+    weft::SharedReceiveQueue srq(impl);
+    std::vector<std::uint32_t> seen(3 * slots, 0);
+    std::uint64_t next_id = 0;
+    auto post = [&](std::uint32_t n) {
+        for (std::uint32_t i = 0; i < n; ++i) {
+            while (!srq.post_recv({weft::recv(next_id, f.seg)})) {
+            }
+            ++next_id;
+        }
+    };
+    post(slots);
+    for (int round = 0; round < 2; ++round) {
+        // Every posted receive is taken, alternately into the two CQs; then two threads poll them while this
+        // one posts as many again, taking each slot as soon as a poller hands it back.
+        for (std::uint32_t i = 0; i < slots; ++i) {
+            fake::deliver_shared(f.p.srq, i % 2 == 0 ? f.p.cq : *fake2, 0x21 + i % 2, 1, 8);
+        }
+        auto poller = [&seen](weft::CompletionQueue& cq, std::uint32_t want) {
+            std::array<weft::Completion, 8> wc{};
+            for (std::uint32_t got = 0; got < want;) {
+                for (const auto& c : cq.poll(wc)) {
+                    ++seen[c.id];
+                    ++got;
+                }
+            }
+        };
+        std::thread a(poller, std::ref(f.s.cq), slots / 2);
+        std::thread b(poller, std::ref(second), slots / 2);
+        post(slots);
+        a.join();
+        b.join();
+    }
+    BOOST_TEST((srq.post_recv({weft::recv(1, f.seg)}).code() == weft::PostStatus::Code::queue_full));
+    fake::deliver_shared(f.p.srq, f.p.cq, 0x21, slots, 8);
+    for (const auto& c : f.drain()) ++seen[c.id];
+    BOOST_TEST(next_id == 3u * slots);
+    std::uint32_t once = 0;
+    for (std::uint32_t n : seen) once += n == 1 ? 1 : 0;
+    BOOST_TEST(once == 3u * slots);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
