@@ -163,6 +163,14 @@ int liveness_listen(const sockaddr_storage& ip, socklen_t len, std::uint16_t& po
 // unwatched). The connect may still be in progress; `refused` says it was refused at once (the peer QP's
 // listener is closed already: it is in error or gone).
 int liveness_connect(const LivenessTarget& to, std::chrono::nanoseconds per_try, unsigned tries, bool& refused) noexcept;
+// QueuePair::disconnect's goodbye: the one byte a QP writes, before it closes, on the liveness connections
+// waiting at its listener. A peer whose connection breaks after this byte was told; one that breaks
+// without it lost the QP.
+inline constexpr char liveness_goodbye = 'B';
+// Accepts the connections waiting at `listener` and writes the goodbye on each before closing it.
+void liveness_say_goodbye(int listener) noexcept;
+// Whether the goodbye waits on `conn`, the liveness connection to the peer (reads it when it does).
+bool liveness_heard_goodbye(int conn) noexcept;
 
 // ---- Registered regions, found by lkey on the data path (lock-free reads)
 
@@ -506,6 +514,12 @@ public:
     std::vector<std::byte> address() const override;
     void connect(std::span<const std::byte> peer) override;
     QpState state() const noexcept override { return state_.load(std::memory_order_acquire); }
+    // Goes to error, flushing what is outstanding, and tells the peer: in this process through the
+    // registry, in another through the liveness goodbye. Needs a finite `timeout` across processes.
+    void disconnect() override;
+    // The peer QP disconnected: its coming loss is a goodbye, and ends this QP with flushes instead of
+    // transport_retry_exceeded.
+    void peer_said_goodbye() noexcept { goodbye_.store(true, std::memory_order_release); }
 
     // Advances the connection handshake and posts backlogged requests. Returns true while the QP
     // still needs to be driven. Takes the QP's lock; `try_only` gives up when it is held elsewhere.
@@ -556,7 +570,7 @@ private:
     void accept_request(fi_info* request) noexcept;
     void established() noexcept;
     void connection_failed(int err) noexcept;
-    void give_up(std::uint64_t seq) noexcept;
+    void give_up(std::uint64_t seq, WcStatus status) noexcept;
     void open_liveness();
     void watch_peer(const wire::PeerAddress& p) noexcept;
     void link_local_peer(std::uint64_t peer_nonce) noexcept;
@@ -625,6 +639,8 @@ private:
     std::chrono::nanoseconds live_per_try_{0};  // 4.096 us x 2^timeout; 0: timeout 0, the peer is not watched
     unsigned live_tries_ = 1;                    // retry_cnt + 1
     std::atomic<bool> peer_lost_{false};
+    std::atomic<bool> goodbye_{false};           // the peer disconnected (QueuePair::disconnect)
+    bool told_peer_ = false;                     // disconnect() said goodbye (mu_)
     bool loss_seen_ = false;                     // consumer side (the send CQ's)
     bool loss_handled_ = false;
     std::chrono::steady_clock::time_point loss_since_{};
@@ -646,6 +662,8 @@ void remove_live(OfiQp* qp);
 bool peer_connecting(std::uint64_t nonce);
 // Tells the QP of this process whose nonce is `nonce` that its peer is going away.
 void tell_peer_gone(std::uint64_t nonce);
+// Tells the QP of this process whose nonce is `nonce` that its peer disconnected (before it goes away).
+void tell_peer_goodbye(std::uint64_t nonce);
 // False while a QP with `nonce` lives in this process and its handshake is under way.
 bool peer_settled(std::uint64_t nonce);
 

@@ -474,8 +474,10 @@ PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
 
     bool flush = error_.load(std::memory_order_acquire);
     if (!flush && peer_gone_.load(std::memory_order_relaxed)) {
-        // The first request after the peer vanished is the one that finds out (see peer_gone()).
-        enter_error(r, tail, WcStatus::transport_retry_exceeded);
+        // The first request after the peer vanished is the one that finds out (see peer_gone()); after a
+        // disconnect of the peer, it is flushed.
+        enter_error(r, tail, goodbye_.load(std::memory_order_acquire) ? WcStatus::flushed
+                                                                       : WcStatus::transport_retry_exceeded);
         flush = true;
     }
     bool synthetic = false;

@@ -440,6 +440,7 @@ void OfiDomain::fill_capabilities() {
     if (p.rma && (p.native_imm || p.emulated_imm)) add(Feature::write_with_imm);
     if (p.rma && (i.caps & FI_RMA) != 0 && (i.tx_attr->caps & (FI_READ | FI_RMA)) != 0) add(Feature::read);
     if (p.rma && p.atomics) add(Feature::atomics);
+    add(Feature::disconnect);  // the liveness goodbye (ofi_liveness.cpp)
     add(Feature::fence);  // FI_FENCE where the provider has it, emulated otherwise (ofi_datapath.cpp)
     if (p.inject_size > 0) add(Feature::inline_data);
     // The provider's wait fd where its peers wake it (verbs, tcp, rxm, sockets); an eventfd set by the

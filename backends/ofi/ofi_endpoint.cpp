@@ -604,6 +604,8 @@ void OfiQp::kick_local_peer() noexcept {
 }
 
 void OfiQp::liveness_lost() noexcept {
+    // The service thread no longer watches the connection: reading it here races with nothing.
+    if (liveness_heard_goodbye(live_conn_)) peer_said_goodbye();
     if (peer_lost_.exchange(true, std::memory_order_acq_rel)) return;
     peer_gone();
     send_cq_->peer_lost();
@@ -630,9 +632,16 @@ bool OfiQp::handle_loss(std::chrono::steady_clock::time_point now) noexcept {
     const std::uint64_t tail = r.tail.load(std::memory_order_acquire);
     std::uint64_t seq = r.head;
     while (seq < tail && r.at(seq).done.load(std::memory_order_acquire)) ++seq;
+    if (goodbye_.load(std::memory_order_acquire)) {
+        // The peer disconnected: this QP goes to error whether or not a request is out, and everything
+        // unfinished, receives included, completes flushed with no error before it.
+        give_up(seq, WcStatus::flushed);
+        if (profile_.ep_type == FI_EP_MSG && ep_) fi_shutdown(ep_.get(), 0);
+        return true;
+    }
     if (seq < tail) {
         origin_vendor_err_ = FI_ENOTCONN;
-        give_up(seq);
+        give_up(seq, WcStatus::transport_retry_exceeded);
         // MSG endpoints: make the provider end what it still holds (rxe retries a write to a destroyed QP
         // for as long as the endpoint lives); its late completions change nothing (complete_op()).
         if (profile_.ep_type == FI_EP_MSG && ep_) fi_shutdown(ep_.get(), 0);
@@ -643,8 +652,8 @@ bool OfiQp::handle_loss(std::chrono::steady_clock::time_point now) noexcept {
 // The request at `seq` is ended by the peer's loss: the QP goes to error with it as the origin, and its
 // operations and those of later requests still at the provider are given up (the provider keeps them
 // until the endpoint closes; complete_op() ignores their completions if they ever come). mu_ held.
-void OfiQp::give_up(std::uint64_t seq) noexcept {
-    enter_error(send_, seq, WcStatus::transport_retry_exceeded);
+void OfiQp::give_up(std::uint64_t seq, WcStatus status) noexcept {
+    enter_error(send_, seq, status);
     const std::uint64_t posted = send_.posted.load(std::memory_order_acquire);
     for (std::uint64_t i = seq; i < posted; ++i) {
         Slot& s = send_.at(i);
@@ -652,8 +661,8 @@ void OfiQp::give_up(std::uint64_t seq) noexcept {
         s.ops_total = s.ops_posted;  // what was not handed over never will be
         if (s.ops_left.exchange(0, std::memory_order_acq_rel) == 0) continue;
         if (i == seq) {
-            s.status = WcStatus::transport_retry_exceeded;
-            s.vendor_err = origin_vendor_err_;
+            s.status = status;
+            if (status != WcStatus::flushed) s.vendor_err = origin_vendor_err_;
         }
         s.done.store(true, std::memory_order_release);
     }
@@ -661,6 +670,27 @@ void OfiQp::give_up(std::uint64_t seq) noexcept {
     post_backlog(recv_);
     refresh_direct();
     send_.cq->notify(send_);
+}
+
+void OfiQp::disconnect() {
+    std::lock_guard lock(mu_);
+    if (told_peer_) return;
+    told_peer_ = true;
+    if (std::uint64_t peer = peer_nonce_.load(std::memory_order_acquire); peer != 0) registry::tell_peer_goodbye(peer);
+    // The goodbye goes out before enter_error closes the listener (a QP already in error has closed it:
+    // its peer has learned of the loss already, and only a peer in this process hears the goodbye).
+    liveness_say_goodbye(live_listen_.load(std::memory_order_acquire));
+    // What is outstanding here flushes: receives are cancelled at the provider; requests it holds complete
+    // with what it reports, and every later one flushed.
+    enter_error(send_, send_.tail.load(std::memory_order_acquire), WcStatus::flushed);
+    // A MSG endpoint's receives cannot be cancelled (the verbs provider): shutting the connection down
+    // moves its QP to error, which flushes them, and tells the peer's event queue too.
+    if (profile_.ep_type == FI_EP_MSG && ep_ && ep_ready_.load(std::memory_order_acquire)) fi_shutdown(ep_.get(), 0);
+    post_backlog(send_);
+    post_backlog(recv_);
+    refresh_direct();
+    send_.cq->notify(send_);
+    recv_.cq->notify(recv_);
 }
 
 // The connected peer is gone (destroyed in this process, in error, or lost): the next send fails with

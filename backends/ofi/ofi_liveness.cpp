@@ -27,6 +27,23 @@ constexpr int liveness_backlog = 16;
 
 }  // namespace
 
+void liveness_say_goodbye(int listener) noexcept {
+    if (listener < 0) return;
+    for (int i = 0; i < liveness_backlog; ++i) {
+        const int conn = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (conn < 0) return;
+        // Nothing was ever sent to us on it, so closing sends the byte and then an orderly end, not a reset.
+        [[maybe_unused]] const ssize_t sent = ::send(conn, &liveness_goodbye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ::close(conn);
+    }
+}
+
+bool liveness_heard_goodbye(int conn) noexcept {
+    if (conn < 0) return false;
+    char byte = 0;
+    return ::recv(conn, &byte, 1, MSG_DONTWAIT) == 1 && byte == liveness_goodbye;
+}
+
 int liveness_listen(const sockaddr_storage& ip, socklen_t len, std::uint16_t& port) {
     int fd = ::socket(ip.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) throw_errno(errno, "socket for the QP's liveness listener", backend_name, "create_qp");

@@ -130,6 +130,13 @@ void tell_peer_gone(std::uint64_t nonce) {
     }
 }
 
+void tell_peer_goodbye(std::uint64_t nonce) {
+    std::lock_guard lock(live_mu);
+    for (OfiQp* q : live) {
+        if (q->nonce() == nonce) q->peer_said_goodbye();
+    }
+}
+
 bool peer_settled(std::uint64_t nonce) {
     std::lock_guard lock(live_mu);
     for (const OfiQp* q : live) {

@@ -68,7 +68,8 @@ BOOST_AUTO_TEST_CASE(requests_posted_after_the_peer_disconnected_flush, *needs(F
     p.a.qp.disconnect();
     BOOST_TEST(next(p.b.cq).status == WcStatus::flushed);  // B has learned
     p.b.fill(1024, 64, 9);
-    BOOST_REQUIRE(p.b.qp.post_send({write(5, p.b.seg(1024, 64), p.a.remote(0, 64)), send(6, p.b.seg(1024, 8))}));
+    const PostStatus st = p.b.qp.post_send({write(5, p.b.seg(1024, 64), p.a.remote(0, 64)), send(6, p.b.seg(1024, 8))});
+    BOOST_REQUIRE_MESSAGE(st, "post_send after the peer disconnected: " << st.reason());
     const auto c = take(p.b.cq, 2);
     BOOST_TEST(c[0].id == 5u);
     BOOST_TEST(c[1].id == 6u);

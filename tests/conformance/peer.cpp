@@ -85,6 +85,7 @@ enum class Op : std::uint8_t {
     destroy_cq,
     destroy_qp,
     destroy_domain,
+    disconnect,
 };
 
 class Writer {
@@ -414,6 +415,10 @@ private:
                 out.put(find(qps_, r.get<std::uint32_t>(), "QP").state());
                 return;
             }
+            case Op::disconnect: {
+                find(qps_, r.get<std::uint32_t>(), "QP").disconnect();
+                return;
+            }
             case Op::poll: {
                 CqEntry& e = find(cqs_, r.get<std::uint32_t>(), "CQ");
                 auto want = r.get<std::uint32_t>();
@@ -605,6 +610,7 @@ public:
         return Reader(answer).get_bytes();
     }
     void connect(std::span<const std::byte> peer) override { call(Writer().put(Op::connect).put(id_).put_bytes(peer)); }
+    void disconnect() override { call(Writer().put(Op::disconnect).put(id_)); }
     QpState state() const noexcept override {
         try {
             auto answer = call(Writer().put(Op::state).put(id_));
