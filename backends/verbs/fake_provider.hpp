@@ -3,7 +3,8 @@
 //
 // A fake ibv_context whose ops table (the one ibv_post_send, ibv_post_recv, ibv_poll_cq and
 // ibv_req_notify_cq call through) puts a work completion for every signaled request into a ring and hands
-// them out from it, in order. Receives complete when deliver() says that sends arrived. Nothing else of the
+// them out from it, in order. Receives complete when deliver() says that sends arrived; those of the shared
+// receive queue (ibv_post_srq_recv) when deliver_shared() says which QP's messages took them. Nothing else of the
 // context is usable: a path that calls ibv_modify_qp or ibv_query_qp (the error paths) must not run on it.
 #pragma once
 
@@ -40,6 +41,15 @@ struct FakeQp {
     std::array<std::uint64_t, ring_size> recv_ids{};  // posted receives, delivered in order by deliver()
     std::uint32_t recv_head = 0;
     std::uint32_t recv_tail = 0;
+};
+
+struct FakeSrq {
+    ibv_srq srq{};
+    // When >= 0, the next post refuses the receive at this position of its chain, as refuse_send_at does.
+    int refuse_at = -1;
+    std::array<std::uint64_t, ring_size> ids{};  // posted receives, taken in order by deliver_shared()
+    std::uint32_t head = 0;
+    std::uint32_t tail = 0;
 };
 
 inline FakeCq* fake(ibv_cq* cq) noexcept { return reinterpret_cast<FakeCq*>(cq); }
@@ -94,6 +104,20 @@ inline int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** /*bad*/) {
     return 0;
 }
 
+inline int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    auto* f = reinterpret_cast<FakeSrq*>(srq);
+    int at = f->refuse_at;
+    f->refuse_at = -1;
+    for (; wr != nullptr; wr = wr->next, --at) {
+        if (at == 0) {
+            *bad = wr;
+            return EINVAL;
+        }
+        f->ids[f->head++ % ring_size] = wr->wr_id;
+    }
+    return 0;
+}
+
 inline int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
     FakeCq* f = fake(cq);
     int got = 0;
@@ -126,16 +150,33 @@ inline void deliver(FakeQp& qp, std::uint32_t n, std::uint32_t bytes, bool with_
     }
 }
 
+// `n` messages of `bytes` arrive at the QP `qp_num` completing into `cq`: they take the oldest receives of
+// `srq`, which complete there with `status`.
+inline void deliver_shared(FakeSrq& srq, FakeCq& cq, std::uint32_t qp_num, std::uint32_t n, std::uint32_t bytes,
+                           ibv_wc_status status = IBV_WC_SUCCESS) noexcept {
+    for (std::uint32_t i = 0; i < n && srq.tail != srq.head; ++i) {
+        ibv_wc wc{};
+        wc.wr_id = srq.ids[srq.tail++ % ring_size];
+        wc.status = status;
+        wc.opcode = IBV_WC_RECV;
+        wc.byte_len = bytes;
+        wc.qp_num = qp_num;
+        cq.push(wc);
+    }
+}
+
 struct FakeProvider {
     ibv_context context{};
     FakeCq cq;
     FakeQp qp;
+    FakeSrq srq;
     ibv_comp_channel channel{};
     int pipe_fds[2] = {-1, -1};
 
     FakeProvider() {
         context.ops.post_send = &fake::post_send;
         context.ops.post_recv = &fake::post_recv;
+        context.ops.post_srq_recv = &fake::post_srq_recv;
         context.ops.poll_cq = &fake::poll_cq;
         context.ops.req_notify_cq = &fake::req_notify_cq;
         // The completion channel is an empty non-blocking pipe: reading an event from it is a real read(2)
@@ -146,6 +187,7 @@ struct FakeProvider {
         cq.cq.context = &context;
         cq.cq.channel = &channel;
         cq.cq.cqe = static_cast<int>(ring_size);
+        srq.srq.context = &context;
         qp.qp.context = &context;
         qp.qp.send_cq = &cq.cq;
         qp.qp.recv_cq = &cq.cq;

@@ -4,6 +4,7 @@
 // Setup lives in verbs_domain.cpp (device, port, GID, capabilities, plugin record), verbs_cq.cpp
 // (completion queue, channel, wait), verbs_qp.cpp (QP creation, address, connect) and verbs_cm.cpp
 // (listen/connect by host:port over rdma_cm); the data path (post_send, post_recv, poll) lives in
+// verbs_datapath.cpp. Shared receive queues: setup in verbs_srq.cpp, posting and their completions in
 // verbs_datapath.cpp.
 #pragma once
 
@@ -25,6 +26,9 @@
 namespace weft::verbs {
 
 inline constexpr std::string_view backend_name = "verbs";
+
+class VerbsCq;
+class VerbsSrq;
 
 [[noreturn]] void fail_errno(int err, std::string message, std::string_view call);
 [[noreturn]] void fail(Errc code, std::string message, std::string_view call);
@@ -50,6 +54,9 @@ struct DestroyChannel {
 struct DestroyQp {
     void operator()(ibv_qp* q) const noexcept { ::ibv_destroy_qp(q); }
 };
+struct DestroySrq {
+    void operator()(ibv_srq* s) const noexcept { ::ibv_destroy_srq(s); }
+};
 struct FreeDeviceList {
     void operator()(ibv_device** l) const noexcept { ::ibv_free_device_list(l); }
 };
@@ -60,6 +67,7 @@ using MrPtr = std::unique_ptr<ibv_mr, DeregMr>;
 using CqPtr = std::unique_ptr<ibv_cq, DestroyCq>;
 using ChannelPtr = std::unique_ptr<ibv_comp_channel, DestroyChannel>;
 using QpPtr = std::unique_ptr<ibv_qp, DestroyQp>;
+using SrqPtr = std::unique_ptr<ibv_srq, DestroySrq>;
 using DeviceListPtr = std::unique_ptr<ibv_device*[], FreeDeviceList>;
 
 // What post_send needs to know of a request opcode on a device, indexed by the opcode's byte (every value a
@@ -113,6 +121,13 @@ struct Device {
     bool rxe = false;
     Capabilities caps;
     OpTable ops{};  // from caps, by index_opcodes()
+
+    // Shared receive queues (verbs_srq.cpp): which of the QueueTable entries kept for them are taken, the
+    // generation each entry last had, and how many queues were created (their srq_num counts from 1).
+    std::mutex srq_mutex;
+    std::vector<std::uint16_t> srq_generations;
+    std::vector<bool> srq_entries_taken;
+    std::uint32_t srqs_created = 0;
 };
 
 // Fills dev.ops from dev.caps (at open; the data-path benchmark calls it for its fake device).
@@ -156,6 +171,9 @@ struct WorkQueue {
     bool is_recv = false;
     std::atomic<QpState>* state = nullptr;  // the owning QP's tracked state; the poller sets `error`
     ibv_qp* qp = nullptr;
+    // Set on the entry of a shared receive queue, whose receives complete out of order and on any CQ of the
+    // QPs using it: poll hands its completions to it (VerbsSrq::complete) instead of using the ring above.
+    VerbsSrq* srq = nullptr;
 
     // Poster side, `head` being posted.load(): how many more requests fit.
     std::uint32_t free_slots(std::uint32_t head) const noexcept {
@@ -163,7 +181,8 @@ struct WorkQueue {
     }
 };
 
-// wr_id layout: bits 63..48 generation, 47..32 QueueTable index, 31..0 slot.
+// wr_id layout: bits 63..48 generation, 47..32 QueueTable index, 31..0 slot (a queue position; for a shared
+// receive queue, the index of the slot its free list gave).
 inline constexpr unsigned wr_index_shift = 32;
 inline constexpr unsigned wr_generation_shift = 48;
 
@@ -178,24 +197,37 @@ public:
     QueueTable(const QueueTable&) = delete;
     QueueTable& operator=(const QueueTable&) = delete;
 
+    static constexpr std::uint32_t chunk_size = 256;
+    static constexpr std::uint32_t chunk_count = 256;
+    static_assert(chunk_size * chunk_count <= (1u << (wr_generation_shift - wr_index_shift)),
+                  "table indices must fit between the slot and the generation bits of wr_id");
+    // The last `srq_entries` indices are kept for shared receive queues, whose receives may complete into
+    // any CQ of the QPs using them: a queue has one such index in its device (Device::srq_entries_taken),
+    // the same in every CQ's table, so that a receive's wr_id, fixed when it is posted, leads back to it
+    // whichever QP takes it.
+    static constexpr std::uint32_t srq_entries = 1024;
+    static constexpr std::uint32_t first_srq_entry = chunk_size * chunk_count - srq_entries;
+    static_assert(srq_entries % chunk_size == 0 && srq_entries < chunk_size * chunk_count);
+
     // Returns the tag (index and generation in wr_id position) that leads back to `wq`.
     std::uint64_t attach(WorkQueue* wq);
     void detach(std::uint64_t tag) noexcept;
+    // Installs a shared receive queue's `wq` under its `tag` (a kept index and the generation its device
+    // gave it), and removes it.
+    void attach_srq(std::uint64_t tag, WorkQueue* wq);
+    void detach_srq(std::uint64_t tag) noexcept;
     // The work queue a wr_id belongs to, or null for one of a detached queue.
     WorkQueue* find(std::uint64_t wr_id) const noexcept;
     // Changes whenever a queue is detached: a poller may keep what find() told it while this stays the same.
     std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
 
 private:
-    static constexpr std::uint32_t chunk_size = 256;
-    static constexpr std::uint32_t chunk_count = 256;
-    static_assert(chunk_size * chunk_count <= (1u << (wr_generation_shift - wr_index_shift)),
-                  "table indices must fit between the slot and the generation bits of wr_id");
-
     struct Entry {
         std::atomic<WorkQueue*> wq{nullptr};
         std::atomic<std::uint16_t> generation{0};
     };
+    // The entry of `index`, its chunk made if need be (mutex_ held).
+    Entry& entry(std::uint32_t index);
 
     std::array<std::atomic<Entry*>, chunk_count> chunks_{};
     std::array<std::unique_ptr<Entry[]>, chunk_count> storage_{};
@@ -294,6 +326,65 @@ private:
     int rearm_ = 0;
 };
 
+// A shared receive queue (Feature::srq) over ibv_srq. Its receives go to the provider with wr_id =
+// tag | slot, tag naming one of the QueueTable entries kept for shared queues; the queue installs itself
+// there in the table of every CQ that a QP using it completes receives into (attach), so that poll finds it
+// whichever QP took the receive.
+//
+// Receives complete out of order (each QP takes them as its messages come, and CQs are polled apart), so
+// slots are not a ring: a free list gives them out. The poster keeps a private stack of free slots; pollers
+// (of any CQ, any thread) hand completed slots back on a lock-free stack that the poster takes whole when its
+// own runs short. A receive holds its slot until its completion is polled, so a batch that finds too few
+// free slots is refused (queue_full) before anything is posted: the queue never holds more than the
+// provider granted. (mlx5 too frees a receive of its shared queue only when its completion is polled.)
+class VerbsSrq final : public detail::SrqImpl {
+public:
+    VerbsSrq(std::shared_ptr<Device> device, const SrqOptions& options);
+    // A queue of a fake provider (the data-path tests), with the limits it granted.
+    VerbsSrq(Adopt, std::shared_ptr<Device> device, ibv_srq* srq, std::uint32_t max_wr, std::uint32_t max_sge);
+    ~VerbsSrq() override;
+
+    PostStatus post_recv(std::span<const RecvRequest> batch) noexcept override;
+    void arm_limit(std::uint32_t limit) override;
+
+    ibv_srq* handle() const noexcept { return handle_; }
+    const Device& device() const noexcept { return *device_; }
+    // Makes the receives' completions on `cq` findable (create_qp of a QP whose receives complete there).
+    void attach(const std::shared_ptr<VerbsCq>& cq);
+    // Translates a completion of one of this queue's receives into `c` and frees its slot; returns 1, or 0
+    // for a wr_id that names no outstanding receive (the poller that calls it owns `w` and `c`).
+    [[gnu::noinline]] std::size_t complete(const ibv_wc& w, Completion& c) noexcept;
+
+private:
+    static constexpr std::uint32_t no_slot = 0xffffffff;
+
+    // Slots, free lists, work requests and the table tag, for the limits granted (max_recv, max_sge).
+    void init_data_path();
+    // Moves the slots that pollers handed back onto the poster's stack.
+    void reclaim() noexcept;
+    [[gnu::noinline, gnu::cold]] PostStatus refused_by_provider(const ibv_recv_wr* bad, std::uint32_t built) noexcept;
+
+    std::shared_ptr<Device> device_;
+    SrqPtr srq_;
+    ibv_srq* handle_ = nullptr;  // srq_, or an adopted queue (Adopt) that srq_ leaves alone
+    std::uint32_t entry_ = 0;  // its QueueTable index, among the kept ones
+    WorkQueue wq_;             // what the CQs' tables point to: tag, and srq = this
+    std::uint32_t slot_count_ = 0;
+    // Per slot: the user's id, and whether a receive holds it (1) — set by the poster before the provider sees
+    // the receive, cleared by the poller that completes it.
+    std::unique_ptr<std::uint64_t[]> ids_;
+    std::unique_ptr<std::atomic<std::uint8_t>[]> busy_;
+    // Per free slot: the next one down its stack (either stack: a slot is on one at a time).
+    std::unique_ptr<std::uint32_t[]> next_free_;
+    std::uint32_t free_top_ = no_slot;  // the poster's stack
+    std::uint32_t free_count_ = 0;
+    alignas(64) std::atomic<std::uint32_t> returned_{no_slot};  // the pollers' stack
+    alignas(64) std::unique_ptr<ibv_recv_wr[]> wrs_;  // slot_count_ + 1 chained, max_sge segments each
+    std::unique_ptr<ibv_sge[]> sges_;
+    std::mutex attach_mutex_;
+    std::vector<std::weak_ptr<VerbsCq>> cqs_;  // where it is attached
+};
+
 // Moves a QP that is in error to error again, once per QP: `state` records it. rxe reads its receive queue
 // only when its responder runs, and a receive rings no doorbell, so a receive posted to a QP in error would
 // never be flushed, against the contract; re-entering error runs the responder. ERR -> ERR is legal on every
@@ -343,6 +434,8 @@ private:
     // After the provider refused the chain posted from queue position `head`, stopping at `bad`.
     [[gnu::noinline, gnu::cold]] PostStatus send_refused_by_provider(std::uint32_t head, const ibv_send_wr* bad) noexcept;
     [[gnu::noinline, gnu::cold]] PostStatus recv_refused_by_provider(std::uint32_t head, const ibv_recv_wr* bad) noexcept;
+    // Why a batch of `n` receives does not fit: it is empty, the queue is full, or receives come from srq_.
+    [[gnu::noinline]] PostStatus post_recv_refused(std::size_t n) const noexcept;
     // post_recv for a batch with a request that is not one segment in `sge`.
     [[gnu::noinline]] PostStatus post_recv_general(std::span<const RecvRequest> batch) noexcept;
     // Posting a receive to a QP that may be in error, on a device that does not flush it then (rxe).
@@ -353,6 +446,7 @@ private:
     std::shared_ptr<Device> device_;
     std::shared_ptr<VerbsCq> send_cq_;  // declared before qp_: the QP goes first
     std::shared_ptr<VerbsCq> recv_cq_;
+    std::shared_ptr<VerbsSrq> srq_;  // where its receives come from, or null (then rq_ holds them)
     QpPtr qp_;
     ibv_qp* handle_ = nullptr;  // qp_, or an adopted QP (Adopt) that qp_ leaves alone
     TransportOptions transport_;
@@ -384,6 +478,7 @@ public:
     std::unique_ptr<detail::MrImpl> register_memory(void* addr, std::size_t length, Access access) override;
     std::shared_ptr<detail::CqImpl> create_cq(const CqOptions& options) override;
     std::unique_ptr<detail::QpImpl> create_qp(const detail::QpSetup& setup) override;
+    std::shared_ptr<detail::SrqImpl> create_srq(const SrqOptions& options) override;
     // host:port through rdma_cm (verbs_cm.cpp)
     std::unique_ptr<detail::ListenerImpl> listen(const detail::HostPort& where) override;
     std::vector<std::byte> connect_to(detail::QpImpl& qp, const detail::HostPort& where,
@@ -402,6 +497,20 @@ private:
 };
 
 // ---- Helpers shared by the setup files
+
+// Chains `count` work requests (plus a spare, so that every entry but the spare has a successor) and gives
+// each `stride` segments of `sges`; every entry has num_sge 1.
+template <class Wr>
+std::unique_ptr<Wr[]> chain(std::uint32_t count, std::uint32_t stride, std::unique_ptr<ibv_sge[]>& sges) {
+    auto wrs = std::make_unique<Wr[]>(count + 1);
+    sges = std::make_unique<ibv_sge[]>(static_cast<std::size_t>(count + 1) * stride);
+    for (std::uint32_t i = 0; i <= count; ++i) {
+        wrs[i].next = i < count ? &wrs[i + 1] : nullptr;
+        wrs[i].sg_list = &sges[static_cast<std::size_t>(i) * stride];
+        wrs[i].num_sge = 1;
+    }
+    return wrs;
+}
 
 // "fe80::1" style text of a GID, for messages.
 std::string gid_text(const ibv_gid& gid);

@@ -25,6 +25,15 @@ namespace weft::verbs {
 
 // ---- QueueTable (setup side)
 
+QueueTable::Entry& QueueTable::entry(std::uint32_t index) {
+    const std::uint32_t c = index / chunk_size;
+    if (!storage_[c]) {
+        storage_[c] = std::make_unique<Entry[]>(chunk_size);
+        chunks_[c].store(storage_[c].get(), std::memory_order_release);
+    }
+    return storage_[c][index % chunk_size];
+}
+
 std::uint64_t QueueTable::attach(WorkQueue* wq) {
     std::lock_guard lock(mutex_);
     std::uint32_t index = 0;
@@ -32,21 +41,15 @@ std::uint64_t QueueTable::attach(WorkQueue* wq) {
         index = free_.back();
         free_.pop_back();
     } else {
-        if (next_ == chunk_size * chunk_count) {
+        if (next_ == first_srq_entry) {
             fail(Errc::resource_exhausted,
-                 "a verbs CQ serves at most " + std::to_string(chunk_size * chunk_count) + " work queues",
+                 "a verbs CQ serves at most " + std::to_string(first_srq_entry) + " work queues",
                  "create_qp");
         }
-        index = next_;
-        const std::uint32_t c = index / chunk_size;
-        if (!storage_[c]) {
-            storage_[c] = std::make_unique<Entry[]>(chunk_size);
-            chunks_[c].store(storage_[c].get(), std::memory_order_release);
-        }
-        ++next_;
+        index = next_++;
         free_.reserve(next_);  // so that detach never allocates
     }
-    Entry& e = storage_[index / chunk_size][index % chunk_size];
+    Entry& e = entry(index);
     auto generation = static_cast<std::uint16_t>(e.generation.load(std::memory_order_relaxed) + 1);
     if (generation == 0) generation = 1;  // 0 never matches, so a zeroed wr_id is never taken for ours
     e.generation.store(generation, std::memory_order_relaxed);
@@ -61,6 +64,20 @@ void QueueTable::detach(std::uint64_t tag) noexcept {
     storage_[index / chunk_size][index % chunk_size].wq.store(nullptr, std::memory_order_release);
     epoch_.fetch_add(1, std::memory_order_acq_rel);
     free_.push_back(index);  // capacity reserved in attach
+}
+
+void QueueTable::attach_srq(std::uint64_t tag, WorkQueue* wq) {
+    std::lock_guard lock(mutex_);
+    Entry& e = entry(static_cast<std::uint32_t>((tag >> wr_index_shift) & 0xffff));
+    e.generation.store(static_cast<std::uint16_t>(tag >> wr_generation_shift), std::memory_order_relaxed);
+    e.wq.store(wq, std::memory_order_release);
+}
+
+void QueueTable::detach_srq(std::uint64_t tag) noexcept {
+    std::lock_guard lock(mutex_);
+    const auto index = static_cast<std::uint32_t>((tag >> wr_index_shift) & 0xffff);
+    storage_[index / chunk_size][index % chunk_size].wq.store(nullptr, std::memory_order_release);
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 // ---- VerbsCq setup

@@ -325,7 +325,9 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     // The receive queue's capacity is set once the QP is in init, where it is from creation.
     const std::size_t n = batch.size();
     const std::uint32_t head = rq_.posted.load(std::memory_order_relaxed);
-    if (n - 1 >= rq_.free_slots(head)) [[unlikely]] return n == 0 ? PostStatus::ok() : PostStatus::queue_full();
+    // One comparison refuses an empty batch, one that does not fit, and any on a QP of a shared receive queue
+    // (whose own queue has capacity 0); post_recv_refused tells them apart.
+    if (n - 1 >= rq_.free_slots(head)) [[unlikely]] return post_recv_refused(n);
     // The state before the post, for a device that needs help to flush receives posted in error (rxe).
     const QpState before = recv_flush_help_ ? state_.load(std::memory_order_relaxed) : QpState::rts;
     // As in post_batch: the slots in at most two runs, before and after the ring wraps; wr_id counts up from
@@ -360,6 +362,15 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     if (rc != 0) [[unlikely]] return recv_refused_by_provider(head, bad);
     if (recv_flush_help_) [[unlikely]] help_recv_flush(before);
     return PostStatus::ok();
+}
+
+PostStatus VerbsQp::post_recv_refused(std::size_t n) const noexcept {
+    if (n == 0) return PostStatus::ok();
+    if (srq_) {
+        return PostStatus::invalid(0, "this QP takes its receives from a shared receive queue; post them there "
+                                      "(SharedReceiveQueue::post_recv)");
+    }
+    return PostStatus::queue_full();
 }
 
 PostStatus VerbsQp::post_recv_general(std::span<const RecvRequest> batch) noexcept {
@@ -418,6 +429,103 @@ void VerbsQp::help_recv_flush(QpState before) noexcept {
     if (state_.load(std::memory_order_relaxed) == QpState::error) [[unlikely]] rerun_error_flush(handle_);
 }
 
+// ---- Shared receive queue
+
+PostStatus VerbsSrq::post_recv(std::span<const RecvRequest> batch) noexcept {
+    if (auto st = detail::validate_srq_batch(batch, max_sge); !st) return st;
+    const std::size_t n = batch.size();
+    if (n == 0) return PostStatus::ok();
+    if (n > free_count_) {
+        reclaim();
+        if (n > free_count_) return PostStatus::queue_full();
+    }
+    // Slots come off the poster's stack as the chain is built; nothing is visible to a poller until the
+    // provider has the receives.
+    ibv_recv_wr* wr = wrs_.get();
+    std::uint32_t top = free_top_;
+    for (const RecvRequest& r : batch) {
+        const std::uint32_t slot = top;
+        top = next_free_[slot];
+        std::uint64_t length = 0;
+        (void)gather(r, wr->sg_list, length);  // validate_srq_batch checked sg_list
+        wr->num_sge = static_cast<int>(r.num_sge);
+        wr->wr_id = wq_.tag | slot;
+        ids_[slot] = r.id;
+        busy_[slot].store(1, std::memory_order_release);
+        ++wr;
+    }
+    ibv_recv_wr& last = wr[-1];
+    last.next = nullptr;
+    ibv_recv_wr* bad = nullptr;
+    const int rc = ::ibv_post_srq_recv(handle_, wrs_.get(), &bad);
+    last.next = wr;
+    if (rc != 0) [[unlikely]] return refused_by_provider(bad, static_cast<std::uint32_t>(n));
+    free_top_ = top;
+    free_count_ -= static_cast<std::uint32_t>(n);
+    return PostStatus::ok();
+}
+
+PostStatus VerbsSrq::refused_by_provider(const ibv_recv_wr* bad, std::uint32_t built) noexcept {
+    // Providers stop at the first receive they refuse, having queued the ones before it: those keep their
+    // slots (a poller may already have completed one and handed it back: their links are not read again),
+    // the rest stay on the poster's stack, which now starts at the first of them, still linked as taken.
+    const std::uint32_t posted = bad != nullptr ? static_cast<std::uint32_t>(bad - wrs_.get()) : 0u;
+    if (posted != 0) {
+        free_top_ = static_cast<std::uint32_t>(wrs_[posted].wr_id);
+        free_count_ -= posted;
+    }
+    for (std::uint32_t i = posted; i < built; ++i) {
+        busy_[static_cast<std::uint32_t>(wrs_[i].wr_id)].store(0, std::memory_order_relaxed);
+    }
+    return PostStatus::invalid(posted, posted == 0 ? "the provider refused the receive (ibv_post_srq_recv)"
+                                                   : "the provider refused this receive (ibv_post_srq_recv); the "
+                                                     "receives before it in the batch were posted");
+}
+
+void VerbsSrq::reclaim() noexcept {
+    std::uint32_t slot = returned_.exchange(no_slot, std::memory_order_acquire);
+    while (slot != no_slot) {
+        const std::uint32_t next = next_free_[slot];
+        next_free_[slot] = free_top_;
+        free_top_ = slot;
+        ++free_count_;
+        slot = next;
+    }
+}
+
+std::size_t VerbsSrq::complete(const ibv_wc& w, Completion& c) noexcept {
+    const auto slot = static_cast<std::uint32_t>(w.wr_id);
+    // The acquire pairs with the poster's release: the slot's id was written before it.
+    if (slot >= slot_count_ || busy_[slot].load(std::memory_order_acquire) == 0) [[unlikely]] return 0;
+    c.id = ids_[slot];
+    c.qp_num = w.qp_num;
+    c.vendor_err = 0;
+    c.opcode = Opcode::recv;
+    if (w.status == IBV_WC_SUCCESS) [[likely]] {
+        c.status = WcStatus::success;
+        c.byte_len = w.byte_len;
+        // As for a QP's own receives: immediate data only where the completion flags it, and a
+        // write_with_imm that consumed the receive is recv_rdma_with_imm.
+        c.has_imm = (w.wc_flags & IBV_WC_WITH_IMM) != 0;
+        c.imm = c.has_imm ? ntohl(w.imm_data) : 0;
+        if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) c.opcode = Opcode::recv_rdma_with_imm;
+    } else {
+        // verbs leaves the other fields undefined on errors
+        c.status = to_status(w.status);
+        c.byte_len = 0;
+        c.has_imm = false;
+        c.imm = 0;
+        c.vendor_err = w.vendor_err;
+    }
+    // Back to the poster, through the pollers' stack (any CQ's poller may be here at once).
+    busy_[slot].store(0, std::memory_order_relaxed);
+    std::uint32_t top = returned_.load(std::memory_order_relaxed);
+    do {
+        next_free_[slot] = top;
+    } while (!returned_.compare_exchange_weak(top, slot, std::memory_order_release, std::memory_order_relaxed));
+    return 1;
+}
+
 // ---- Polling
 
 namespace {
@@ -435,6 +543,12 @@ namespace {
     c.vendor_err = wc.vendor_err;
     // Receives the program posted between the QP's failure and this poll must flush too.
     note_error(*wq.state, wq.qp);
+}
+
+// A completion whose queue find() gave (or not) that keeps no ring: a receive of a shared queue, which that
+// queue translates, or one of a destroyed QP (wq null), dropped. Returns the completions written to `c`.
+[[gnu::noinline, gnu::cold]] std::size_t not_of_a_ring(const WorkQueue* wq, const ibv_wc& wc, Completion& c) noexcept {
+    return wq != nullptr ? wq->srq->complete(wc, c) : 0;
 }
 
 }  // namespace
@@ -519,7 +633,10 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
             if (const std::uint64_t k = static_cast<std::uint32_t>(ks); k != key) {
                 if (key != 0) wq->retired.store(retired, std::memory_order_release);
                 wq = queues_.find(w->wr_id);
-                if (wq == nullptr) {  // a completion of a destroyed QP
+                // A completion of a destroyed QP (dropped), or a receive of a shared queue (out of order: the
+                // queue translates it); either way no run of a ring's completions.
+                if (wq == nullptr || wq->srq != nullptr) [[unlikely]] {
+                    c += not_of_a_ring(wq, *w, *c);
                     key = 0;
                     outstanding = 0;  // nothing is taken until a live queue's completion comes
                     ++w;

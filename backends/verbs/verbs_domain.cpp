@@ -291,6 +291,11 @@ void fill_capabilities(Device& dev, const ibv_device_attr& da, const ibv_port_at
                 Feature::remote_access_check | Feature::zero_length | Feature::async_events;
     if (c.max_inline > 0) f = f | Feature::inline_data;
     if (da.atomic_cap != IBV_ATOMIC_NONE) f = f | Feature::atomics;
+    if (da.max_srq > 0 && da.max_srq_wr > 0 && da.max_srq_sge > 0) {
+        f = f | Feature::srq;
+        c.max_srq_wr = static_cast<std::uint32_t>(da.max_srq_wr);
+        c.max_srq_sge = static_cast<std::uint32_t>(da.max_srq_sge);
+    }
     if (rdma_cm_usable()) {
         f = f | Feature::listener;
         c.max_private_data = static_cast<std::uint32_t>(wire::max_private_data);
@@ -534,13 +539,22 @@ bool VerbsDomain::next_event(AsyncEvent& out) {
                 out.type = EventType::qp_fatal;
                 out.qp_num = ev.element.qp->qp_num;
                 break;
+            case IBV_EVENT_QP_LAST_WQE_REACHED:
+                out.type = EventType::qp_last_wqe_reached;
+                out.qp_num = ev.element.qp->qp_num;
+                break;
             case IBV_EVENT_COMM_EST:
             case IBV_EVENT_SQ_DRAINED:
             case IBV_EVENT_PATH_MIG:
             case IBV_EVENT_PATH_MIG_ERR:
-            case IBV_EVENT_QP_LAST_WQE_REACHED:
                 out.qp_num = ev.element.qp->qp_num;
                 break;
+            case IBV_EVENT_SRQ_LIMIT_REACHED:
+                out.type = EventType::srq_limit_reached;
+                // VerbsSrq keeps its srq_num in the context (every SRQ of the context is one of ours).
+                out.srq_num = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(ev.element.srq->srq_context));
+                break;
+            case IBV_EVENT_SRQ_ERR: break;  // other
             case IBV_EVENT_CQ_ERR: out.type = EventType::cq_error; break;
             case IBV_EVENT_DEVICE_FATAL: out.type = EventType::device_fatal; break;
             case IBV_EVENT_PORT_ACTIVE:
@@ -592,6 +606,10 @@ std::shared_ptr<detail::CqImpl> VerbsDomain::create_cq(const CqOptions& options)
 
 std::unique_ptr<detail::QpImpl> VerbsDomain::create_qp(const detail::QpSetup& setup) {
     return std::make_unique<VerbsQp>(device_, setup);
+}
+
+std::shared_ptr<detail::SrqImpl> VerbsDomain::create_srq(const SrqOptions& options) {
+    return std::make_shared<VerbsSrq>(device_, options);
 }
 
 VerbsMr::VerbsMr(std::shared_ptr<Device> device, MrPtr mr, Access rights)

@@ -63,20 +63,6 @@ void init_queue(WorkQueue& wq, std::uint32_t capacity, ibv_qp* qp, bool is_recv,
     wq.state = state;
 }
 
-// Chains `count` work requests (plus a spare, so that every entry but the spare has a successor) and gives
-// each `stride` segments of `sges`.
-template <class Wr>
-std::unique_ptr<Wr[]> chain(std::uint32_t count, std::uint32_t stride, std::unique_ptr<ibv_sge[]>& sges) {
-    auto wrs = std::make_unique<Wr[]>(count + 1);
-    sges = std::make_unique<ibv_sge[]>(static_cast<std::size_t>(count + 1) * stride);
-    for (std::uint32_t i = 0; i <= count; ++i) {
-        wrs[i].next = i < count ? &wrs[i + 1] : nullptr;
-        wrs[i].sg_list = &sges[static_cast<std::size_t>(i) * stride];
-        wrs[i].num_sge = 1;
-    }
-    return wrs;
-}
-
 }  // namespace
 
 void index_opcodes(Device& dev) noexcept {
@@ -107,6 +93,12 @@ VerbsQp::VerbsQp(std::shared_ptr<Device> device, const detail::QpSetup& setup) :
     const QpOptions& o = setup.options;
     send_cq_ = as_verbs_cq(setup.send_cq, "send_cq", *device_);
     recv_cq_ = as_verbs_cq(setup.recv_cq, "recv_cq", *device_);
+    if (setup.srq) {
+        srq_ = std::dynamic_pointer_cast<VerbsSrq>(setup.srq);
+        if (!srq_ || srq_->device().context.get() != device_->context.get()) {
+            fail(Errc::invalid_argument, "srq was not created by this verbs domain", "create_qp");
+        }
+    }
     transport_ = {o.timeout, o.retry_cnt, o.rnr_retry, o.min_rnr_timer};
 
     ibv_qp_init_attr init{};
@@ -115,17 +107,20 @@ VerbsQp::VerbsQp(std::shared_ptr<Device> device, const detail::QpSetup& setup) :
     init.qp_type = IBV_QPT_RC;
     init.sq_sig_all = 0;
     init.cap.max_send_wr = o.max_send;
-    init.cap.max_recv_wr = o.max_recv;
+    init.cap.max_recv_wr = srq_ ? 0 : o.max_recv;  // with an SRQ the receive queue's caps are ignored
     init.cap.max_send_sge = o.max_sge;
-    init.cap.max_recv_sge = o.max_sge;
+    init.cap.max_recv_sge = srq_ ? 0 : o.max_sge;
     init.cap.max_inline_data = o.max_inline;
+    if (srq_) init.srq = srq_->handle();
     errno = 0;
     qp_.reset(::ibv_create_qp(device_->pd.get(), &init));
     if (!qp_) {
         const int err = errno != 0 ? errno : ENOMEM;
         fail_errno(err,
-                   "ibv_create_qp(RC, max_send " + std::to_string(o.max_send) + ", max_recv " +
-                       std::to_string(o.max_recv) + ", max_sge " + std::to_string(o.max_sge) + ", max_inline " +
+                   "ibv_create_qp(RC, max_send " + std::to_string(o.max_send) +
+                       (srq_ ? std::string(", shared receive queue ") + std::to_string(srq_->srq_num)
+                             : ", max_recv " + std::to_string(o.max_recv)) +
+                       ", max_sge " + std::to_string(o.max_sge) + ", max_inline " +
                        std::to_string(o.max_inline) + ") on " + device_->name + " failed",
                    "create_qp");
     }
@@ -157,8 +152,10 @@ VerbsQp::VerbsQp(Adopt, std::shared_ptr<Device> device, std::shared_ptr<VerbsCq>
 void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
     qp_num = handle_->qp_num;
     caps.max_send = granted.max_send_wr;
-    caps.max_recv = granted.max_recv_wr;
-    caps.max_sge = std::min(granted.max_send_sge, granted.max_recv_sge);
+    // With a shared receive queue the QP has no receive queue of its own (providers may report what they
+    // ignored), and its receives have the queue's max_sge.
+    caps.max_recv = srq_ ? 0 : granted.max_recv_wr;
+    caps.max_sge = srq_ ? granted.max_send_sge : std::min(granted.max_send_sge, granted.max_recv_sge);
     caps.max_inline = granted.max_inline_data;
     init_queue(sq_, caps.max_send, handle_, false, &state_);
     init_queue(rq_, caps.max_recv, handle_, true, &state_);
@@ -190,7 +187,13 @@ void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
 
     sq_.tag = send_cq_->queues().attach(&sq_);
     try {
-        rq_.tag = recv_cq_->queues().attach(&rq_);
+        // A QP of a shared receive queue takes no receives of its own (rq_ stays empty, unattached): their
+        // completions lead to the shared queue.
+        if (srq_) {
+            srq_->attach(recv_cq_);
+        } else {
+            rq_.tag = recv_cq_->queues().attach(&rq_);
+        }
     } catch (...) {
         send_cq_->queues().detach(sq_.tag);
         throw;
@@ -202,7 +205,7 @@ VerbsQp::~VerbsQp() {
     // are detached), never matched to freed slots.
     qp_.reset();
     send_cq_->queues().detach(sq_.tag);
-    recv_cq_->queues().detach(rq_.tag);
+    if (rq_.tag != 0) recv_cq_->queues().detach(rq_.tag);
 }
 
 void VerbsQp::modify(ibv_qp_attr& attr, int mask, const char* transition, const std::string& context,

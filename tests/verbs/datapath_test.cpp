@@ -12,6 +12,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -296,6 +299,180 @@ BOOST_AUTO_TEST_CASE(fd_mode_arms_only_when_a_poll_finds_nothing) {
     BOOST_TEST(p.cq.arms == arms + 1);  // the one that found nothing re-armed
     BOOST_TEST(s.cq.poll(wc).empty());
     BOOST_TEST(p.cq.arms == arms + 1);  // and the next need not
+}
+
+// ---- Shared receive queue
+
+namespace {
+
+// A shared receive queue of `max_wr` receives over the fake's, its receives completing on the fixture's CQ
+// and on a second one.
+struct SharedFixture : Fixture {
+    static constexpr std::uint32_t max_wr = 8;
+    std::shared_ptr<weft::verbs::VerbsCq> cq1 = std::dynamic_pointer_cast<weft::verbs::VerbsCq>(s.cq.shared_impl());
+    std::unique_ptr<fake::FakeCq> fake2 = std::make_unique<fake::FakeCq>();
+    std::shared_ptr<weft::verbs::VerbsCq> cq2;
+    weft::CompletionQueue second;
+    weft::SharedReceiveQueue srq;
+
+    SharedFixture() {
+        auto dev = fake::make_device(depth);
+        fake2->cq.context = &p.context;
+        cq2 = std::make_shared<weft::verbs::VerbsCq>(weft::verbs::Adopt{}, dev, &fake2->cq, nullptr);
+        second = weft::CompletionQueue(cq2);
+        auto impl = std::make_shared<weft::verbs::VerbsSrq>(weft::verbs::Adopt{}, dev, &p.srq.srq, max_wr, 2);
+        impl->attach(cq1);
+        impl->attach(cq2);
+        impl->attach(cq1);  // once per CQ, however many QPs complete there
+        srq = weft::SharedReceiveQueue(impl);
+    }
+    std::vector<weft::Completion> drain_second() {
+        std::vector<weft::Completion> all;
+        std::array<weft::Completion, 16> wc{};
+        for (auto got = second.poll(wc); !got.empty(); got = second.poll(wc)) all.insert(all.end(), got.begin(), got.end());
+        return all;
+    }
+    std::vector<weft::RecvRequest> receives(std::uint64_t first, std::size_t n) const {
+        std::vector<weft::RecvRequest> out;
+        for (std::size_t i = 0; i < n; ++i) out.push_back(weft::recv(first + i, seg));
+        return out;
+    }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(shared_queue_receives_complete_out_of_order_between_other_completions, SharedFixture) {
+    BOOST_REQUIRE(srq.post_recv(receives(100, max_wr)));
+    BOOST_TEST((srq.post_recv({weft::recv(1, seg)}).code() == weft::PostStatus::Code::queue_full));
+    // On the first CQ: a write's completion, two receives taken by QP 0x21, another write, one more receive;
+    // on the second, two receives taken by QP 0x22 in between.
+    BOOST_REQUIRE(s.qp.post_send({weft::write(1, seg, dst)}));
+    fake::deliver_shared(p.srq, p.cq, 0x21, 2, 10);
+    BOOST_REQUIRE(s.qp.post_send({weft::write(2, seg, dst)}));
+    fake::deliver_shared(p.srq, *fake2, 0x22, 2, 20);
+    fake::deliver_shared(p.srq, p.cq, 0x21, 1, 30);
+    const auto on2 = drain_second();
+    BOOST_REQUIRE_EQUAL(on2.size(), 2u);
+    BOOST_TEST(on2[0].id == 102u);
+    BOOST_TEST(on2[1].id == 103u);
+    BOOST_TEST(on2[1].qp_num == 0x22u);
+    BOOST_TEST(on2[1].byte_len == 20u);
+    BOOST_TEST(on2[1].opcode == weft::Opcode::recv);
+    const auto on1 = drain();
+    const std::uint64_t ids[] = {1, 100, 101, 2, 104};
+    const std::uint32_t lens[] = {64, 10, 10, 64, 30};
+    BOOST_REQUIRE_EQUAL(on1.size(), 5u);
+    for (std::size_t i = 0; i < 5; ++i) {
+        BOOST_TEST_CONTEXT("completion " << i) {
+            BOOST_TEST(on1[i].id == ids[i]);
+            BOOST_TEST(on1[i].byte_len == lens[i]);
+            BOOST_TEST(on1[i].status == weft::WcStatus::success);
+        }
+    }
+    BOOST_TEST(on1[1].qp_num == 0x21u);
+    BOOST_TEST(on1[3].opcode == weft::Opcode::write);
+    // The five completed receives' slots came back, from both CQs: five fit again, a sixth does not.
+    BOOST_TEST(srq.post_recv(receives(200, 5)).is_ok());
+    BOOST_TEST((srq.post_recv({weft::recv(1, seg)}).code() == weft::PostStatus::Code::queue_full));
+    // A flushed receive keeps its id and says recv, with no length.
+    fake::deliver_shared(p.srq, p.cq, 0x21, 1, 99, IBV_WC_WR_FLUSH_ERR);
+    const auto flushed = drain();
+    BOOST_REQUIRE_EQUAL(flushed.size(), 1u);
+    BOOST_TEST(flushed[0].id == 105u);
+    BOOST_TEST(flushed[0].status == weft::WcStatus::flushed);
+    BOOST_TEST(flushed[0].opcode == weft::Opcode::recv);
+    BOOST_TEST(flushed[0].byte_len == 0u);
+    // The rest, taken in the order posted.
+    fake::deliver_shared(p.srq, *fake2, 0x22, max_wr, 1);
+    std::vector<std::uint64_t> rest;
+    for (const auto& c : drain_second()) rest.push_back(c.id);
+    BOOST_TEST(rest == (std::vector<std::uint64_t>{106, 107, 200, 201, 202, 203, 204}), boost::test_tools::per_element());
+    BOOST_TEST(srq.post_recv(receives(300, max_wr)).is_ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_shared_queue_batch_refused_midway_keeps_the_slots_of_the_rest, SharedFixture) {
+    p.srq.refuse_at = 2;
+    const auto st = srq.post_recv(receives(10, 4));
+    BOOST_TEST((st.code() == weft::PostStatus::Code::invalid));
+    BOOST_TEST(st.index() == 2u);
+    // Two were posted; six more fit, and no more.
+    BOOST_TEST(srq.post_recv(receives(20, max_wr - 2)).is_ok());
+    BOOST_TEST((srq.post_recv({weft::recv(1, seg)}).code() == weft::PostStatus::Code::queue_full));
+    // A receive with more segments than the queue's is refused before anything is posted.
+    fake::deliver_shared(p.srq, p.cq, 0x21, 1, 8);
+    const std::array<weft::LocalSegment, 3> three{seg, seg, seg};
+    const auto bad = srq.post_recv({weft::recv(30, seg), weft::recv(31, three)});
+    BOOST_TEST((bad.code() == weft::PostStatus::Code::invalid));
+    BOOST_TEST(bad.index() == 1u);
+    fake::deliver_shared(p.srq, p.cq, 0x21, max_wr, 8);
+    std::vector<std::uint64_t> ids;
+    for (const auto& c : drain()) ids.push_back(c.id);
+    BOOST_TEST(ids == (std::vector<std::uint64_t>{10, 11, 20, 21, 22, 23, 24, 25}), boost::test_tools::per_element());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_destroyed_shared_queue_leaves_its_completions_to_be_dropped, SharedFixture) {
+    BOOST_REQUIRE(srq.post_recv(receives(10, 2)));
+    fake::deliver_shared(p.srq, p.cq, 0x21, 2, 8);
+    srq = weft::SharedReceiveQueue();  // its two completions wait in the CQ
+    BOOST_REQUIRE(s.qp.post_send({weft::write(3, seg, dst)}));
+    const auto got = drain();
+    BOOST_REQUIRE_EQUAL(got.size(), 1u);
+    BOOST_TEST(got[0].id == 3u);
+}
+
+// Pollers of two CQs hand slots back at the same time as the poster takes them: every receive completes once,
+// with its own id, and every slot comes back.
+BOOST_AUTO_TEST_CASE(pollers_of_two_cqs_hand_slots_back_while_the_poster_posts) {
+    Fixture f;
+    constexpr std::uint32_t slots = 512;
+    auto dev = fake::make_device(depth);
+    auto fake2 = std::make_unique<fake::FakeCq>();
+    fake2->cq.context = &f.p.context;
+    auto cq1 = std::dynamic_pointer_cast<weft::verbs::VerbsCq>(f.s.cq.shared_impl());
+    auto cq2 = std::make_shared<weft::verbs::VerbsCq>(weft::verbs::Adopt{}, dev, &fake2->cq, nullptr);
+    weft::CompletionQueue second(cq2);
+    auto impl = std::make_shared<weft::verbs::VerbsSrq>(weft::verbs::Adopt{}, dev, &f.p.srq.srq, slots, 1);
+    impl->attach(cq1);
+    impl->attach(cq2);
+    weft::SharedReceiveQueue srq(impl);
+    std::vector<std::uint32_t> seen(3 * slots, 0);
+    std::uint64_t next_id = 0;
+    auto post = [&](std::uint32_t n) {
+        for (std::uint32_t i = 0; i < n; ++i) {
+            while (!srq.post_recv({weft::recv(next_id, f.seg)})) {
+            }
+            ++next_id;
+        }
+    };
+    post(slots);
+    for (int round = 0; round < 2; ++round) {
+        // Every posted receive is taken, alternately into the two CQs; then two threads poll them while this
+        // one posts as many again, taking each slot as soon as a poller hands it back.
+        for (std::uint32_t i = 0; i < slots; ++i) {
+            fake::deliver_shared(f.p.srq, i % 2 == 0 ? f.p.cq : *fake2, 0x21 + i % 2, 1, 8);
+        }
+        auto poller = [&seen](weft::CompletionQueue& cq, std::uint32_t want) {
+            std::array<weft::Completion, 8> wc{};
+            for (std::uint32_t got = 0; got < want;) {
+                for (const auto& c : cq.poll(wc)) {
+                    ++seen[c.id];
+                    ++got;
+                }
+            }
+        };
+        std::thread a(poller, std::ref(f.s.cq), slots / 2);
+        std::thread b(poller, std::ref(second), slots / 2);
+        post(slots);
+        a.join();
+        b.join();
+    }
+    BOOST_TEST((srq.post_recv({weft::recv(1, f.seg)}).code() == weft::PostStatus::Code::queue_full));
+    fake::deliver_shared(f.p.srq, f.p.cq, 0x21, slots, 8);
+    for (const auto& c : f.drain()) ++seen[c.id];
+    BOOST_TEST(next_id == 3u * slots);
+    std::uint32_t once = 0;
+    for (std::uint32_t n : seen) once += n == 1 ? 1 : 0;
+    BOOST_TEST(once == 3u * slots);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
