@@ -1,5 +1,5 @@
 // The front end's data path: the ibv_context_ops entries verbs.h's inline functions call (ibv_post_send,
-// ibv_post_recv, ibv_poll_cq, ibv_req_notify_cq), translating work requests to weft requests in batches
+// ibv_post_recv, ibv_post_srq_recv, ibv_poll_cq, ibv_req_notify_cq), translating work requests to weft requests in batches
 // and weft completions to ibv_wc. Nothing here allocates or throws.
 #include "frontend.hpp"
 
@@ -77,18 +77,22 @@ int to_request(const ibv_send_wr& wr, const Qp& qp, SendRequest& r) noexcept {
     return to_send_flags(wr.send_flags, qp.sq_sig_all, r.flags);
 }
 
-int to_request(const ibv_recv_wr& wr, const Qp&, RecvRequest& r) noexcept {
+// A receive, for a QP's receive queue or an SRQ.
+template <class Owner>
+int to_request(const ibv_recv_wr& wr, const Owner&, RecvRequest& r) noexcept {
     r.id = wr.wr_id;
     return 0;
 }
 
-PostStatus post(QueuePair& q, std::span<const SendRequest> batch) noexcept { return q.post_send(batch); }
-PostStatus post(QueuePair& q, std::span<const RecvRequest> batch) noexcept { return q.post_recv(batch); }
+PostStatus post(Qp& qp, std::span<const SendRequest> batch) noexcept { return qp.queue.post_send(batch); }
+PostStatus post(Qp& qp, std::span<const RecvRequest> batch) noexcept { return qp.queue.post_recv(batch); }
+PostStatus post(Srq& srq, std::span<const RecvRequest> batch) noexcept { return srq.queue.post_recv(batch); }
 
-// Posts the chain starting at `wr` batch by batch. Verbs posts a prefix and names the first request not
-// posted; weft posts a batch whole or not at all, so a batch refused at request i is posted again up to i.
-template <class Request, class Wr>
-int post_chain(Qp& qp, Wr* wr, Wr** bad) noexcept {
+// Posts the chain starting at `wr` batch by batch to `owner` (a QP's send or receive queue, an SRQ). Verbs
+// posts a prefix and names the first request not posted; weft posts a batch whole or not at all, so a batch
+// refused at request i is posted again up to i.
+template <class Request, class Owner, class Wr>
+int post_chain(Owner& qp, Wr* wr, Wr** bad) noexcept {
     while (wr) {
         Batch<Request, Wr> b;
         int err = 0;
@@ -104,10 +108,10 @@ int post_chain(Qp& qp, Wr* wr, Wr** bad) noexcept {
             b.sources[b.size++] = wr;
         }
         std::span<const Request> batch(b.requests.data(), b.size);
-        if (PostStatus st = batch.empty() ? PostStatus::ok() : post(qp.queue, batch); !st) {
+        if (PostStatus st = batch.empty() ? PostStatus::ok() : post(qp, batch); !st) {
             const std::uint32_t i = st.code() == PostStatus::Code::invalid ? st.index() : 0;
             *bad = b.sources[0];
-            if (i > 0 && post(qp.queue, batch.first(i))) *bad = b.sources[i];
+            if (i > 0 && post(qp, batch.first(i))) *bad = b.sources[i];
             return errno_of(st);
         }
         if (err) {
@@ -127,13 +131,18 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     return post_chain<SendRequest>(qp, wr, bad);
 }
 
+// A QP on an SRQ has no receive queue of its own: EINVAL, as rxe returns.
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     Qp& qp = qp_of(ibqp);
-    if (qp.qp_base.state == IBV_QPS_RESET) {
+    if (qp.qp_base.state == IBV_QPS_RESET || qp.srq) {
         *bad = wr;
         return EINVAL;
     }
     return post_chain<RecvRequest>(qp, wr, bad);
+}
+
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    return post_chain<RecvRequest>(static_cast<Srq&>(*srq), wr, bad);
 }
 
 }  // namespace
@@ -196,14 +205,10 @@ int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) {
 // Arms the CQ's completion channel (channel.cpp); no effect on a CQ without one.
 int req_notify_cq(ibv_cq* cq, int) { return arm(cq_of(cq)); }
 
-// What the front end does not have: memory windows and shared receive queues.
+// What the front end does not have: memory windows.
 ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) { return fail(EOPNOTSUPP); }
 int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
 int dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
-int post_srq_recv(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-    *bad = wr;
-    return EOPNOTSUPP;
-}
 
 }  // namespace
 

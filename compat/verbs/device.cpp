@@ -190,19 +190,18 @@ ibv_context* ibv_open_device(ibv_device* dev) {
         ctx->query_device_ex = query_device_ex;
         ctx->create_cq_ex = create_cq_ex;
         ctx->create_qp_ex = create_qp_ex;
+        ctx->create_srq_ex = create_srq_ex;
         ibv_context& c = ctx->context;
         c.device = dev;
         install_ops(c.ops);
-        // Descriptors of their own, for programs that poll or dup them, although no kernel command goes
-        // through the first (ibv_import_device refuses a dup of it) and no asynchronous event comes on the
-        // second: eventfds never written.
+        // A descriptor of its own, for programs that poll or dup it, although no kernel command goes
+        // through it (ibv_import_device refuses a dup of it): an eventfd never written. async_fd carries
+        // the domain's asynchronous events (events.cpp).
         c.cmd_fd = ::eventfd(0, EFD_CLOEXEC);
-        c.async_fd = ::eventfd(0, EFD_CLOEXEC);
+        c.async_fd = c.cmd_fd < 0 ? -1 : open_async_fd(*ctx);
         if (c.cmd_fd < 0 || c.async_fd < 0) {
             const int err = errno;
-            for (int fd : {c.cmd_fd, c.async_fd}) {
-                if (fd >= 0) ::close(fd);
-            }
+            if (c.cmd_fd >= 0) ::close(c.cmd_fd);
             return fail(err);
         }
         c.num_comp_vectors = 1;
@@ -217,7 +216,7 @@ ibv_context* ibv_open_device(ibv_device* dev) {
 
 int ibv_close_device(ibv_context* c) {
     ::close(c->cmd_fd);
-    ::close(c->async_fd);
+    close_async_fd(context_of(c));
     pthread_mutex_destroy(&c->mutex);
     delete &context_of(c);
     return 0;
@@ -247,6 +246,11 @@ int ibv_query_device(ibv_context* c, ibv_device_attr* out) {
         a.max_qp_init_rd_atom = max_rd_atomic;
         a.max_res_rd_atom = max_rd_atomic * max_objects;
         a.atomic_cap = caps.has(weft::Feature::atomics) ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
+        if (caps.has(weft::Feature::srq)) {
+            a.max_srq = max_objects;
+            a.max_srq_wr = static_cast<int>(std::min<std::uint32_t>(caps.max_srq_wr, INT32_MAX));
+            a.max_srq_sge = static_cast<int>(std::min<std::uint32_t>(caps.max_srq_sge, INT32_MAX));
+        }
         a.max_pkeys = 1;
         a.phys_port_cnt = 1;
         *out = a;

@@ -13,18 +13,28 @@
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace weft::compat {
+
+struct Srq;
 
 // An opened device: rdma-core's extended context (abi_compat = __VERBS_ABI_IS_EXTENDED, so verbs.h's
 // inline functions find query_port) over one weft Domain.
 struct Context : verbs_context {
     Domain domain;
+    // The domain's descriptor (Domain::event_fd, owned by the domain) in the epoll set that is async_fd;
+    // -1 when the backend reports no asynchronous events.
+    int event_fd = -1;
+    // The context's SRQs by weft's srq_num, which asynchronous events name.
+    std::mutex srq_mu;
+    std::unordered_map<std::uint32_t, Srq*> srqs;
     // A region without remote rights. A write, read or atomic that the peer QP's access flags forbid is
     // aimed at the peer context's one, so that it completes with IBV_WC_REM_ACCESS_ERR and the QP goes to
     // error, as when a responder refuses it: weft QPs have no access flags of their own.
@@ -36,6 +46,16 @@ struct Context : verbs_context {
 // rdma-core, where the kernel refuses).
 struct Pd : ibv_pd {
     std::atomic<int> users{0};
+};
+
+// A shared receive queue. `limit` is the armed limit ibv_query_srq reports: set by ibv_modify_srq,
+// cleared when ibv_get_async_event returns the limit event. `events_reported` counts the events
+// ibv_get_async_event returned for it (under srq->mutex); ibv_destroy_srq waits until as many are acked.
+struct Srq : ibv_srq {
+    SharedReceiveQueue queue;
+    std::atomic<int> users{0};
+    std::atomic<std::uint32_t> limit{0};
+    std::uint32_t events_reported = 0;
 };
 
 struct Mr : ibv_mr {
@@ -89,9 +109,12 @@ struct WrBatch {
 // An RC queue pair, rdma-core's extended QP for every QP (ibv_qp is its prefix, so an ibv_qp* converts
 // back with qp_of). The weft QP is created with it (so receives can be posted from INIT on) and connected
 // at RTR; `attr` keeps what ibv_modify_qp was given, for ibv_query_qp. QPs created with send_ops_flags
-// have the work-request builders (ibv_qp_to_qp_ex returns them).
+// have the work-request builders (ibv_qp_to_qp_ex returns them). A QP on an SRQ takes its receives there
+// (`srq`); `events_reported` counts the asynchronous events returned for it, as Srq's.
 struct Qp : ibv_qp_ex {
     QueuePair queue;
+    Srq* srq = nullptr;
+    std::uint32_t events_reported = 0;
     ibv_qp_attr attr{};
     ibv_qp_cap cap{};
     bool sq_sig_all = false;
@@ -130,9 +153,10 @@ inline Context& context_of(ibv_context* c) noexcept { return static_cast<Context
 void install_ops(ibv_context_ops& ops) noexcept;
 
 // The verbs_context operations of the extended verbs: ibv_create_cq_ex, ibv_create_qp_ex (objects.cpp),
-// ibv_query_device_ex (device.cpp).
+// ibv_create_srq_ex (srq.cpp), ibv_query_device_ex (device.cpp).
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr);
 int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
                     size_t attr_size);
 
@@ -146,6 +170,22 @@ ibv_wc_opcode to_wc_opcode(Opcode op) noexcept;
 int to_send_flags(unsigned f, bool sig_all, SendFlags& out) noexcept;
 // The errno value ibv_post_send / ibv_wr_complete return for a refused batch (datapath.cpp).
 int errno_of(const PostStatus& st) noexcept;
+
+// Asynchronous events (events.cpp): makes the context's async_fd, an epoll descriptor holding the
+// domain's event descriptor; closes it.
+int open_async_fd(Context& ctx) noexcept;
+void close_async_fd(Context& ctx) noexcept;
+// The QP of this context numbered `qp_num`, with one more event reported for it; null when there is none
+// (objects.cpp).
+ibv_qp* qp_for_event(Context& ctx, std::uint32_t qp_num) noexcept;
+// Waits until the program has acknowledged every event returned for an object (events_completed reaches
+// `reported`), as rdma-core's destroy verbs do.
+inline void wait_for_acks(pthread_mutex_t& mu, pthread_cond_t& cond, const std::uint32_t& completed,
+                          const std::uint32_t& reported) noexcept {
+    pthread_mutex_lock(&mu);
+    while (completed != reported) pthread_cond_wait(&cond, &mu);
+    pthread_mutex_unlock(&mu);
+}
 
 // Fills a prefix of `out` with the CQ's completions: first those a completion event left pending, then
 // the queue's (channel.cpp).

@@ -1,5 +1,5 @@
 // The front end's setup verbs: protection domains, memory regions, completion queues and RC queue pairs
-// with the verbs state machine (RESET -> INIT -> RTR -> RTS), its attribute-mask checks, and the mapping
+// (on an SRQ or not) with the verbs state machine (RESET -> INIT -> RTR -> RTS), its attribute-mask checks, and the mapping
 // of dest_qp_num to a weft QP of this process.
 #include "frontend.hpp"
 
@@ -205,9 +205,9 @@ Cq* new_cq(ibv_context* c, std::uint32_t cqe, void* cq_context, ibv_comp_channel
 // An RC QP from the ibv_qp_init_attr part of the arguments (ibv_qp_init_attr_ex begins with it), with
 // the work-request builders when `extended`. `init.cap` is set to what the QP got.
 ibv_qp* new_qp(ibv_pd* ibpd, ibv_qp_init_attr& init, bool extended) {
-    if (init.qp_type != IBV_QPT_RC || init.srq) return fail(EOPNOTSUPP);
+    if (init.qp_type != IBV_QPT_RC) return fail(EOPNOTSUPP);
     if (!init.send_cq || !init.recv_cq || init.send_cq->context != ibpd->context ||
-        init.recv_cq->context != ibpd->context) {
+        init.recv_cq->context != ibpd->context || (init.srq && init.srq->context != ibpd->context)) {
         return fail(EINVAL);
     }
     return guarded_ptr("ibv_create_qp", [&]() -> ibv_qp* {
@@ -216,17 +216,22 @@ ibv_qp* new_qp(ibv_pd* ibpd, ibv_qp_init_attr& init, bool extended) {
         Cq& recv_cq = cq_of(init.recv_cq);
         const ibv_qp_cap& want = init.cap;
         auto qp = std::make_unique<Qp>();
-        qp->queue = context_of(pd.context).domain.create_qp({
+        // On an SRQ, the receive capabilities are the SRQ's: the QP has no receive queue (0, as verbs reports).
+        Srq* srq = init.srq ? static_cast<Srq*>(init.srq) : nullptr;
+        QpOptions options{
             .send_cq = send_cq.queue,
             .recv_cq = recv_cq.queue,
             .max_send = want.max_send_wr,
             .max_recv = want.max_recv_wr,
-            .max_sge = std::max({want.max_send_sge, want.max_recv_sge, 1u}),
+            .max_sge = std::max({want.max_send_sge, srq ? 0u : want.max_recv_sge, 1u}),
             .max_inline = want.max_inline_data,
             .thread_safe = true,  // verbs QPs take posts from any number of threads
-        });
+        };
+        if (srq) options.srq = srq->queue;
+        qp->queue = context_of(pd.context).domain.create_qp(options);
         const weft::QpCaps& got = qp->queue.caps();
-        qp->cap = {got.max_send, got.max_recv, got.max_sge, got.max_sge, got.max_inline};
+        qp->cap = {got.max_send, srq ? 0 : got.max_recv, got.max_sge, srq ? 0 : got.max_sge, got.max_inline};
+        qp->srq = srq;
         if (extended) install_qp_ex_ops(*qp);
         qp->extended = extended;
         init.cap = qp->cap;
@@ -236,6 +241,7 @@ ibv_qp* new_qp(ibv_pd* ibpd, ibv_qp_init_attr& init, bool extended) {
         q.pd = &pd;
         q.send_cq = init.send_cq;
         q.recv_cq = init.recv_cq;
+        q.srq = init.srq;
         q.qp_num = qp->queue.qp_num();
         q.handle = q.qp_num;
         q.state = IBV_QPS_RESET;
@@ -251,11 +257,24 @@ ibv_qp* new_qp(ibv_pd* ibpd, ibv_qp_init_attr& init, bool extended) {
         ++pd.users;
         ++send_cq.users;
         ++recv_cq.users;
+        if (srq) ++srq->users;
         return &qp.release()->qp_base;
     });
 }
 
 }  // namespace
+
+ibv_qp* qp_for_event(Context& ctx, std::uint32_t qp_num) noexcept {
+    QpTable& table = qp_table();
+    std::lock_guard lock(table.mu);  // ibv_destroy_qp takes the QP out first, then waits for its acks
+    auto it = table.by_num.find(qp_num);
+    if (it == table.by_num.end() || it->second->qp_base.context != &ctx.context) return nullptr;
+    ibv_qp& q = it->second->qp_base;
+    pthread_mutex_lock(&q.mutex);
+    ++it->second->events_reported;
+    pthread_mutex_unlock(&q.mutex);
+    return &q;
+}
 
 // Extended CQs take the standard completion fields only: no timestamps, VLAN, flow tag or tag matching
 // (EOPNOTSUPP), and no parent domain.
@@ -378,6 +397,7 @@ int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
     init->qp_context = q.qp_context;
     init->send_cq = q.send_cq;
     init->recv_cq = q.recv_cq;
+    init->srq = q.srq;
     init->cap = qp.cap;
     init->qp_type = q.qp_type;
     init->sq_sig_all = qp.sq_sig_all;
@@ -391,9 +411,12 @@ int ibv_destroy_qp(ibv_qp* ibqp) {
         std::lock_guard lock(table.mu);
         table.by_num.erase(ibqp->qp_num);
     }
+    // As rdma-core's destroy: the events ibv_get_async_event returned for the QP must be acknowledged.
+    wait_for_acks(ibqp->mutex, ibqp->cond, ibqp->events_completed, qp->events_reported);
     --static_cast<Pd*>(ibqp->pd)->users;
     --cq_of(ibqp->send_cq).users;
     --cq_of(ibqp->recv_cq).users;
+    if (qp->srq) --qp->srq->users;
     pthread_cond_destroy(&ibqp->cond);
     pthread_mutex_destroy(&ibqp->mutex);
     delete qp;

@@ -79,12 +79,9 @@ int ibv_rate_to_mbps(ibv_rate rate) {
 }
 ibv_rate mbps_to_ibv_rate(int mbps) { return mbps % 2500 ? IBV_RATE_MAX : mult_to_ibv_rate(mbps / 2500); }
 
-// Asynchronous events.
-int ibv_get_async_event(ibv_context*, ibv_async_event*) { return fail_minus_one(); }
-void ibv_ack_async_event(ibv_async_event*) {}
 int ibv_resize_cq(ibv_cq*, int) { return not_supported; }
 
-// Address handles and multicast (UD), shared receive queues.
+// Address handles and multicast (UD).
 ibv_ah* ibv_create_ah(ibv_pd*, ibv_ah_attr*) { return fail(not_supported); }
 ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, std::uint8_t) { return fail(not_supported); }
 int ibv_init_ah_from_wc(ibv_context*, std::uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) { return not_supported; }
@@ -92,10 +89,6 @@ int ibv_destroy_ah(ibv_ah*) { return not_supported; }
 int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, std::uint8_t*, std::uint16_t*) { return not_supported; }
 int ibv_attach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) { return not_supported; }
 int ibv_detach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) { return not_supported; }
-ibv_srq* ibv_create_srq(ibv_pd*, ibv_srq_init_attr*) { return fail(not_supported); }
-int ibv_modify_srq(ibv_srq*, ibv_srq_attr*, int) { return not_supported; }
-int ibv_query_srq(ibv_srq*, ibv_srq_attr*) { return not_supported; }
-int ibv_destroy_srq(ibv_srq*) { return not_supported; }
 
 // Memory: re-registration, dma-buf, sharing objects between processes.
 // Returns rdma-core's IBV_REREG_MR_ERR_INPUT with errno, as rdma-core does for a provider without rereg.

@@ -145,9 +145,12 @@ int main(int argc, char **argv) {
                                   .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
     errno = 0;
     CHECK(!ibv_create_qp(pd, &ud) && errno == EOPNOTSUPP, "UD QP: errno %d", errno);
-    struct ibv_srq_init_attr srq = {.attr = {.max_wr = 1, .max_sge = 1}};
+    struct ibv_srq_init_attr_ex xrc_srq = {.attr = {.max_wr = 1, .max_sge = 1}, .srq_type = IBV_SRQT_XRC, .pd = pd,
+                                           .cq = cq_a,
+                                           .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+                                                        IBV_SRQ_INIT_ATTR_CQ};
     errno = 0;
-    CHECK(!ibv_create_srq(pd, &srq) && errno == EOPNOTSUPP, "SRQ: errno %d", errno);
+    CHECK(!ibv_create_srq_ex(ctx, &xrc_srq) && errno == EOPNOTSUPP, "XRC SRQ: errno %d", errno);
     /* verbs.h's inline _ex functions reach the front end's verbs_context operations: an extended CQ
      * with a completion timestamp and an extended UD QP are refused; the extended device query answers. */
     struct ibv_cq_init_attr_ex cq_ex = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
