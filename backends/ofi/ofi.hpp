@@ -526,6 +526,8 @@ public:
     // Goes to error, flushing what is outstanding, and tells the peer: in this process through the
     // registry, in another through the liveness goodbye. Needs a finite `timeout` across processes.
     void disconnect() override;
+    // Goes to error without a goodbye: the peer learns as from a lost QP.
+    void to_error() override;
     // The peer QP disconnected: its coming loss is a goodbye, and ends this QP with flushes instead of
     // transport_retry_exceeded.
     void peer_said_goodbye() noexcept;
@@ -580,6 +582,7 @@ private:
     void established() noexcept;
     void connection_failed(int err) noexcept;
     void give_up(std::uint64_t seq, WcStatus status) noexcept;
+    void fail_all() noexcept;
     void open_liveness();
     void watch_peer(const wire::PeerAddress& p) noexcept;
     void link_local_peer(std::uint64_t peer_nonce) noexcept;

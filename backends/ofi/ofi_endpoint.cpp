@@ -685,8 +685,17 @@ void OfiQp::disconnect() {
     // The goodbye goes out before enter_error closes the listener (a QP already in error has closed it:
     // its peer has learned of the loss already, and only a peer in this process hears the goodbye).
     liveness_say_goodbye(live_listen_.load(std::memory_order_acquire));
-    // What is outstanding here flushes: receives are cancelled at the provider; requests it holds complete
-    // with what it reports, and every later one flushed.
+    fail_all();
+}
+
+void OfiQp::to_error() {
+    std::lock_guard lock(mu_);
+    fail_all();
+}
+
+// What is outstanding flushes: receives are cancelled at the provider; requests it holds complete with what
+// it reports, and every later one flushed. mu_ held.
+void OfiQp::fail_all() noexcept {
     enter_error(send_, send_.tail.load(std::memory_order_acquire), WcStatus::flushed);
     // The verbs provider cannot cancel a posted receive: shutting its connection down moves the QP to
     // error, which flushes them (the peer's provider then flushes its own). Other providers cancel them,

@@ -415,6 +415,8 @@ public:
     std::vector<std::byte> address() const override;
     void connect(std::span<const std::byte> peer) override;
     QpState state() const noexcept override;
+    // ibv_modify_qp to IBV_QPS_ERR; the flushes come as for any error (note_error).
+    void to_error() override;
     // Still in init: connect() may be called (a refused handshake leaves it so).
     bool fresh() const noexcept { return state_.load(std::memory_order_relaxed) == QpState::init; }
 

@@ -303,6 +303,8 @@ void VerbsQp::connect(std::span<const std::byte> peer) {
     sq_.capacity.store(caps.max_send, std::memory_order_release);
 }
 
+void VerbsQp::to_error() { note_error(state_, handle_); }
+
 QpState VerbsQp::state() const noexcept {
     const QpState tracked = state_.load(std::memory_order_relaxed);
     ibv_qp_attr attr{};

@@ -124,7 +124,8 @@ int post_chain(Owner& qp, Wr* wr, Wr** bad) noexcept {
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     Qp& qp = qp_of(ibqp);
-    if (qp.qp_base.state != IBV_QPS_RTS) {
+    // As rxe: sends are taken from RTS on, and flushed in ERR.
+    if (qp.qp_base.state != IBV_QPS_RTS && qp.qp_base.state != IBV_QPS_ERR) {
         *bad = wr;
         return EINVAL;
     }

@@ -108,7 +108,7 @@ std::optional<Transition> rc_transition(ibv_qp_state from, ibv_qp_state to) {
             if (to == IBV_QPS_RTS) return Transition{0, IBV_QP_CUR_STATE | path};
             if (to == IBV_QPS_SQD) return Transition{0, IBV_QP_EN_SQD_ASYNC_NOTIFY};
             break;
-        default:  // SQD, SQE and ERR are never entered (modify_qp refuses them)
+        default:  // SQD and SQE are never entered (modify_qp refuses them); from ERR only RESET and ERR
             break;
     }
     return std::nullopt;
@@ -176,11 +176,10 @@ int modify(Qp& qp, const ibv_qp_attr& a, int mask) {
         return EINVAL;
     }
     if (int err = check_values(a, mask)) return err;
-    // weft has no reset of a used QP, no send-queue drain and no way to move a QP to error yet.
-    if (next == IBV_QPS_SQD || next == IBV_QPS_ERR || (next == IBV_QPS_RESET && cur != IBV_QPS_RESET)) {
-        return EOPNOTSUPP;
-    }
+    // weft has no reset of a used QP and no send-queue drain.
+    if (next == IBV_QPS_SQD || (next == IBV_QPS_RESET && cur != IBV_QPS_RESET)) return EOPNOTSUPP;
     if (next == IBV_QPS_RTR) connect(qp, a.dest_qp_num);
+    if (next == IBV_QPS_ERR) qp.queue.to_error();  // everything outstanding and later completes flushed
     record(qp.attr, a, mask);
     if (mask & IBV_QP_ACCESS_FLAGS) qp.access->store(a.qp_access_flags, std::memory_order_relaxed);
     qp.qp_base.state = next;

@@ -106,6 +106,11 @@ void detail::QpImpl::disconnect() {
                 backend, "QueuePair::disconnect");
 }
 
+void QueuePair::to_error() {
+    if (!impl_) empty_handle("QueuePair::to_error");
+    impl_->to_error();
+}
+
 QpState QueuePair::state() const noexcept { return impl_ ? impl_->state() : QpState::reset; }
 std::uint32_t QueuePair::qp_num() const noexcept { return impl_ ? impl_->qp_num : 0; }
 

@@ -65,6 +65,10 @@ public:
         std::scoped_lock lock(send_mu_, recv_mu_);
         inner_->disconnect();
     }
+    void to_error() override {
+        std::scoped_lock lock(send_mu_, recv_mu_);
+        inner_->to_error();
+    }
     QpImpl& inner() noexcept { return *inner_; }
 
 private:

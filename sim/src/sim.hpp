@@ -591,6 +591,7 @@ public:
     void connect(std::span<const std::byte> peer) override;
     QpState state() const noexcept override;
     void disconnect() override;
+    void to_error() override;
 
     // data path (sim_datapath.cpp)
     PostStatus post_send(std::span<const SendRequest> batch) noexcept override;

@@ -642,6 +642,16 @@ void SimQp::disconnect() {
     fabric_.schedule(ev);
 }
 
+void SimQp::to_error() {
+    std::lock_guard lock(fabric_.mu);
+    FabricState::ReturnToProgram stage{fabric_};
+    (void)fabric_.enter_call(domain_->node(), false);
+    enter_error();
+    if (!fabric_.overrun_cqs.empty()) fabric_.handle_overruns();
+    fabric_.notify_post();
+    fabric_.sync_fds();
+}
+
 void SimQp::on_disconnect(const Event& e) noexcept {
     if (e.peer != remote_qpn_ || state_ == QpState::init) return;  // not this QP's peer
     enter_error();

@@ -7,7 +7,8 @@
  * as many receives remain, then IBV_EVENT_SRQ_LIMIT_REACHED (async_fd polled first, then
  * ibv_get_async_event, element.srq, ibv_ack_async_event). A server QP failed by a bad rkey raises
  * IBV_EVENT_QP_LAST_WQE_REACHED for it, and the other server QP still takes the SRQ's receives. The SRQ is
- * not destroyed while QPs use it (EBUSY); IBV_SRQ_MAX_WR is refused (no resize).
+ * not destroyed while QPs use it (EBUSY); IBV_SRQ_MAX_WR is refused (no resize). A client QP moved to
+ * IBV_QPS_ERR flushes its posted receive and a send posted afterwards.
  *
  *   usage: weft-verbs-srq EXPECTED_DEVICE      (exits 0 when every check passed)
  */
@@ -263,6 +264,25 @@ int main(int argc, char **argv) {
     ibv_ack_async_event(&event);
     send_text(client2, client_cq, mr_b, "seven", 6);
     expect_receive(server_cq, 202, server2, "seven");
+
+    /* IBV_QPS_ERR drains a QP: its posted receive, and a send posted afterwards, complete flushed. */
+    struct ibv_sge rsge;
+    struct ibv_recv_wr rwr = receive(&rsge, mr_b, 300, 7);
+    CHECK(ibv_post_recv(client2, &rwr, &bad) == 0, "ibv_post_recv");
+    struct ibv_qp_attr to_err = {.qp_state = IBV_QPS_ERR};
+    CHECK(ibv_modify_qp(client2, &to_err, IBV_QP_STATE) == 0, "ibv_modify_qp to IBV_QPS_ERR: %s", strerror(errno));
+    CHECK(ibv_query_qp(client2, &qattr, IBV_QP_STATE, &qinit) == 0 && qattr.qp_state == IBV_QPS_ERR, "state %d",
+          (int)qattr.qp_state);
+    wc = poll_one(client_cq);
+    CHECK(wc.wr_id == 300 && wc.status == IBV_WC_WR_FLUSH_ERR, "receive after IBV_QPS_ERR: %" PRIu64 " %s", wc.wr_id,
+          ibv_wc_status_str(wc.status));
+    struct ibv_sge ssge = {.addr = (uintptr_t)buf_b, .length = 8, .lkey = mr_b->lkey};
+    struct ibv_send_wr swr = {.wr_id = 301, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                              .send_flags = IBV_SEND_SIGNALED};
+    CHECK(ibv_post_send(client2, &swr, &bad_send) == 0, "ibv_post_send in IBV_QPS_ERR");
+    wc = poll_one(client_cq);
+    CHECK(wc.wr_id == 301 && wc.status == IBV_WC_WR_FLUSH_ERR, "send in IBV_QPS_ERR: %" PRIu64 " %s", wc.wr_id,
+          ibv_wc_status_str(wc.status));
 
     CHECK(ibv_destroy_qp(server1) == 0 && ibv_destroy_qp(server2) == 0, "ibv_destroy_qp");
     CHECK(ibv_destroy_srq(srq) == 0, "ibv_destroy_srq");

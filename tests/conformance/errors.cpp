@@ -229,4 +229,32 @@ BOOST_AUTO_TEST_CASE(destroyed_peer_gives_transport_retry_exceeded) {
     BOOST_TEST(p.a.qp.state() == QpState::error);
 }
 
+// QueuePair::to_error drains a QP as ibv_modify_qp(IBV_QPS_ERR) does: it is in error at once, what is
+// outstanding completes flushed in order, and so does everything posted later, which takes no effect.
+BOOST_AUTO_TEST_CASE(to_error_flushes_what_is_outstanding_and_everything_later) {
+    Pair p;
+    BOOST_REQUIRE(p.a.qp.post_recv({recv(1, p.a.seg(0, 64)), recv(2, p.a.seg(64, 64)), recv(3, p.a.seg(128, 64))}));
+    p.a.qp.to_error();
+    BOOST_TEST(p.a.qp.state() == QpState::error);
+    for (std::uint64_t id = 1; id <= 3; ++id) {
+        const Completion c = next(p.a.cq);
+        BOOST_TEST(c.id == id);
+        BOOST_TEST(c.status == WcStatus::flushed);
+    }
+    p.a.fill(1024, 8, 5);
+    BOOST_REQUIRE(p.a.qp.post_send({write(4, p.a.seg(1024, 8), p.b.remote(0, 8))}));
+    const Completion w = next(p.a.cq);
+    BOOST_TEST(w.id == 4u);
+    BOOST_TEST(w.status == WcStatus::flushed);
+    BOOST_REQUIRE(p.a.qp.post_recv({recv(5, p.a.seg(0, 64))}));
+    const Completion r = next(p.a.cq);
+    BOOST_TEST(r.id == 5u);
+    BOOST_TEST(r.status == WcStatus::flushed);
+    p.a.qp.to_error();  // already in error: nothing more
+    weft::test::expect_empty(p.a.cq);
+    bool zeros = true;  // b's buffer as allocated: the flushed write took no effect
+    for (std::size_t i = 0; i < 8; ++i) zeros = zeros && p.b.buf[i] == std::byte{0};
+    BOOST_TEST(zeros);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

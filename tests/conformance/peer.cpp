@@ -87,6 +87,7 @@ enum class Op : std::uint8_t {
     destroy_domain,
     disconnect,
     next_event,
+    to_error,
 };
 
 class Writer {
@@ -420,6 +421,10 @@ private:
                 find(qps_, r.get<std::uint32_t>(), "QP").disconnect();
                 return;
             }
+            case Op::to_error: {
+                find(qps_, r.get<std::uint32_t>(), "QP").to_error();
+                return;
+            }
             case Op::next_event: {
                 const std::optional<AsyncEvent> e = find(domains_, r.get<std::uint32_t>(), "domain").next_event();
                 out.put(std::uint8_t{e.has_value()});
@@ -618,6 +623,7 @@ public:
     }
     void connect(std::span<const std::byte> peer) override { call(Writer().put(Op::connect).put(id_).put_bytes(peer)); }
     void disconnect() override { call(Writer().put(Op::disconnect).put(id_)); }
+    void to_error() override { call(Writer().put(Op::to_error).put(id_)); }
     QpState state() const noexcept override {
         try {
             auto answer = call(Writer().put(Op::state).put(id_));

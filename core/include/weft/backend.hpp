@@ -87,6 +87,8 @@ public:
     /// Optional (Feature::disconnect); the core has checked that the QP was connected. The default throws
     /// Errc::not_supported.
     virtual void disconnect();
+    /// Moves the QP to error without telling the peer (QueuePair::to_error).
+    virtual void to_error() = 0;
 
     std::uint32_t qp_num = 0;
     QpCaps caps{};
@@ -174,7 +176,7 @@ public:
 /// Version 3: private data on ListenerImpl::accept and DomainImpl::connect_to, Capabilities::max_private_data,
 /// QpImpl::disconnect, DomainImpl::event_fd/next_event.
 /// Version 4: shared receive queues (SrqImpl, DomainImpl::create_srq, QpSetup::srq, QpOptions::srq,
-/// Capabilities::max_srq_wr/max_srq_sge), AsyncEvent::srq_num.
+/// Capabilities::max_srq_wr/max_srq_sge), AsyncEvent::srq_num, QpImpl::to_error.
 inline constexpr std::uint32_t plugin_abi_version = 4;
 
 /// A backend's registration record.

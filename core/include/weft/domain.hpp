@@ -319,6 +319,13 @@ public:
     /// the peer if it was not told yet. Throws weft::Error: Errc::invalid_state on a QP never connected,
     /// Errc::not_supported without Feature::disconnect.
     void disconnect();
+    /// Moves the QP to error, as ibv_modify_qp(IBV_QPS_ERR) does: every request and receive still outstanding
+    /// completes flushed, each queue in order, and so does every later one — the way to drain a QP before
+    /// destroying it. The peer is not told: its requests to this QP end as with a lost peer
+    /// (transport_retry_exceeded); disconnect() closes a connection instead. Allowed in any state, connected
+    /// or not; on a QP already in error it changes nothing. (ofi's verbs provider cannot cancel a receive:
+    /// there the connection is shut down, and the peer's outstanding work flushes too.)
+    void to_error();
 
     /// The QP's state (verbs meanings): init when created, rts once connected, error after a failure.
     QpState state() const noexcept;
