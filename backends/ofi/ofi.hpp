@@ -646,7 +646,7 @@ private:
     std::uint16_t live_port_ = 0;
     sockaddr_storage live_ip_{};
     socklen_t live_ip_len_ = 0;
-    int live_conn_ = -1;
+    std::atomic<int> live_conn_{-1};  // written before the watch starts, read by the service thread
     std::uint64_t live_watch_ = 0;
     std::chrono::nanoseconds live_per_try_{0};  // 4.096 us x 2^timeout; 0: timeout 0, the peer is not watched
     unsigned live_tries_ = 1;                    // retry_cnt + 1

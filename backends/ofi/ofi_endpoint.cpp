@@ -569,10 +569,12 @@ void OfiQp::watch_peer(const wire::PeerAddress& p) noexcept {
     // a send once buffered). The watch still reports the loss for requests already out.
     if (refused) peer_gone();
     if (fd < 0) return;
+    // Published before the watch starts: the service thread reads it in liveness_lost().
+    live_conn_.store(fd, std::memory_order_release);
     try {
         live_watch_ = service::watch(fd, this);
-        live_conn_ = fd;
     } catch (...) {
+        live_conn_.store(-1, std::memory_order_release);
         ::close(fd);
     }
 }
@@ -605,7 +607,7 @@ void OfiQp::kick_local_peer() noexcept {
 
 void OfiQp::liveness_lost() noexcept {
     // The service thread no longer watches the connection: reading it here races with nothing.
-    if (liveness_heard_goodbye(live_conn_)) peer_said_goodbye();
+    if (liveness_heard_goodbye(live_conn_.load(std::memory_order_acquire))) peer_said_goodbye();
     if (peer_lost_.exchange(true, std::memory_order_acq_rel)) return;
     peer_gone();
     send_cq_->peer_lost();
@@ -722,7 +724,7 @@ OfiQp::~OfiQp() {
     // The liveness watch first: when unwatch() returns, the service thread no longer calls us.
     service::unwatch(live_watch_);
     close_liveness_listener();
-    if (live_conn_ >= 0) ::close(live_conn_);
+    if (const int conn = live_conn_.load(std::memory_order_acquire); conn >= 0) ::close(conn);
     registry::remove_live(this);
     if (std::uint64_t peer = peer_nonce_.load(std::memory_order_acquire); peer != 0) registry::tell_peer_gone(peer);
     registry::drop_attention(this);
