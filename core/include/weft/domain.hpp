@@ -150,7 +150,7 @@ struct QpOptions {
     /// Takes every receive from this shared receive queue of the same domain (Feature::srq) instead of a
     /// receive queue of its own: QueuePair::post_recv is then refused and QpCaps::max_recv is 0. The QP keeps
     /// the queue alive.
-    SrqRef srq;
+    SrqRef srq{};
 };
 
 /// Options of Domain::create_srq.
