@@ -22,19 +22,11 @@
 #include "check.h"
 
 /* Polls the plain CQ until it returns one completion, which must be a success with `wr_id`. */
-static struct ibv_wc poll_one(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode opcode) {
-    struct ibv_wc wc;
-    for (long i = 0; i < 10000000; ++i) {
-        int n = ibv_poll_cq(cq, 1, &wc);
-        CHECK(n >= 0, "ibv_poll_cq returned %d", n);
-        if (n == 1) {
-            CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == wr_id && wc.opcode == opcode,
-                  "wr_id %" PRIu64 " (expected %" PRIu64 "), opcode %d (expected %d): %s", wc.wr_id, wr_id,
-                  wc.opcode, opcode, ibv_wc_status_str(wc.status));
-            return wc;
-        }
-    }
-    CHECK(0, "no completion for wr_id %" PRIu64, wr_id);
+static struct ibv_wc poll_success(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode opcode) {
+    struct ibv_wc wc = poll_one(cq);
+    CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == wr_id && wc.opcode == opcode,
+          "wr_id %" PRIu64 " (expected %" PRIu64 "), opcode %d (expected %d): %s", wc.wr_id, wr_id, wc.opcode, opcode,
+          ibv_wc_status_str(wc.status));
     return wc;
 }
 
@@ -57,22 +49,6 @@ static struct ibv_qp *create_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, s
     CHECK(qp, "ibv_create_qp_ex: %s", strerror(errno));
     CHECK(init.cap.max_send_wr >= 16 && init.cap.max_inline_data >= 64, "caps not granted");
     return qp;
-}
-
-/* INIT with `access`, RTR pointing at `dest`, RTS. */
-static void connect_qp(struct ibv_qp *qp, uint32_t dest, int access) {
-    struct ibv_qp_attr init = {.qp_state = IBV_QPS_INIT, .port_num = port, .qp_access_flags = access};
-    CHECK(ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0, "INIT");
-    struct ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = dest,
-                              .max_dest_rd_atomic = 1, .min_rnr_timer = 12, .ah_attr = {.dlid = 1, .port_num = port}};
-    CHECK(ibv_modify_qp(qp, &rtr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0,
-          "RTR");
-    struct ibv_qp_attr rts = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
-                              .max_rd_atomic = 1};
-    CHECK(ibv_modify_qp(qp, &rts, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0,
-          "RTS");
 }
 
 /* Waits for the next completion event of the channel, which must be `cq`'s, and acknowledges it. */
@@ -174,7 +150,7 @@ int main(int argc, char **argv) {
     CHECK(ibv_next_poll(cq_b_ex) == ENOENT, "a second completion");
     ibv_end_poll(cq_b_ex);
     CHECK(strcmp(buf_b, "hello, extended") == 0, "received \"%s\"", buf_b);
-    poll_one(cq_a, 1, IBV_WC_SEND);
+    poll_success(cq_a, 1, IBV_WC_SEND);
 
     /* One batch: an inline write (its source overwritten at once), a read and the two atomics. */
     CHECK(ibv_req_notify_cq(cq_a, 0) == 0, "ibv_req_notify_cq");
@@ -201,10 +177,10 @@ int main(int argc, char **argv) {
     ibv_wr_set_sge(ex, mr_a->lkey, (uintptr_t)result2, 8);
     CHECK(ibv_wr_complete(ex) == 0, "ibv_wr_complete");
     expect_event(channel, cq_a, &cq_a_context);
-    poll_one(cq_a, 2, IBV_WC_RDMA_WRITE);
-    poll_one(cq_a, 3, IBV_WC_RDMA_READ);
-    poll_one(cq_a, 4, IBV_WC_FETCH_ADD);
-    poll_one(cq_a, 5, IBV_WC_COMP_SWAP);
+    poll_success(cq_a, 2, IBV_WC_RDMA_WRITE);
+    poll_success(cq_a, 3, IBV_WC_RDMA_READ);
+    poll_success(cq_a, 4, IBV_WC_FETCH_ADD);
+    poll_success(cq_a, 5, IBV_WC_COMP_SWAP);
     CHECK(strcmp(buf_b + 512, "inline bytes") == 0, "written \"%s\"", buf_b + 512);
     CHECK(memcmp(buf_a + 1024, buf_b + 1024, 100) == 0, "read bytes differ");
     CHECK(*result == 40 && *result2 == 42 && *target == 7, "atomics: %" PRIu64 ", %" PRIu64 ", target %" PRIu64,
@@ -232,7 +208,7 @@ int main(int argc, char **argv) {
     ibv_wr_rdma_write(ex, mr_b->rkey, (uintptr_t)buf_b + 2048);
     ibv_wr_set_sge(ex, mr_a->lkey, (uintptr_t)buf_a, 8);
     CHECK(ibv_wr_complete(ex) == 0, "ibv_wr_complete after an error and an abort");
-    poll_one(cq_a, 7, IBV_WC_RDMA_WRITE);
+    poll_success(cq_a, 7, IBV_WC_RDMA_WRITE);
 
     /* B's access flags lose REMOTE_ATOMIC (RTS to RTS): the responder refuses the next atomic. */
     struct ibv_qp_attr no_atomics = {.qp_state = IBV_QPS_RTS,

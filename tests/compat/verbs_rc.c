@@ -21,18 +21,6 @@
 
 #include "check.h"
 
-/* Polls `cq` until it returns one completion. */
-static struct ibv_wc poll_one(struct ibv_cq *cq) {
-    struct ibv_wc wc;
-    for (long i = 0; i < 10000000; ++i) {
-        int n = ibv_poll_cq(cq, 1, &wc);
-        CHECK(n >= 0, "ibv_poll_cq returned %d", n);
-        if (n == 1) return wc;
-    }
-    CHECK(0, "no completion");
-    return wc;
-}
-
 /* byte_len of send and write completions is undefined in verbs: pass any_length there. */
 static const uint32_t any_length = UINT32_MAX;
 

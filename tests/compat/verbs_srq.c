@@ -24,36 +24,7 @@
 
 #include "check.h"
 
-enum { slot_size = 64, srq_depth = 8 };
-
-/* Polls `cq` until one completion arrives and returns it. */
-static struct ibv_wc poll_one(struct ibv_cq *cq) {
-    struct ibv_wc wc;
-    for (long i = 0; i < 10000000; ++i) {
-        int n = ibv_poll_cq(cq, 1, &wc);
-        CHECK(n >= 0, "ibv_poll_cq returned %d", n);
-        if (n == 1) return wc;
-    }
-    CHECK(0, "no completion");
-    return wc;
-}
-
-/* INIT, RTR pointing at `dest`, RTS. */
-static void connect_qp(struct ibv_qp *qp, uint32_t dest) {
-    struct ibv_qp_attr init = {.qp_state = IBV_QPS_INIT, .port_num = port,
-                               .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
-    CHECK(ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0, "INIT");
-    struct ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = dest,
-                              .max_dest_rd_atomic = 1, .min_rnr_timer = 12, .ah_attr = {.dlid = 1, .port_num = port}};
-    CHECK(ibv_modify_qp(qp, &rtr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0,
-          "RTR");
-    struct ibv_qp_attr rts = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
-                              .max_rd_atomic = 1};
-    CHECK(ibv_modify_qp(qp, &rts, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0,
-          "RTS");
-}
+enum { slot_size = 64, srq_depth = 8, srq_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE };
 
 /* A receive of wr_id `id` into slot `slot` of buf_a. */
 static struct ibv_recv_wr receive(struct ibv_sge *sge, struct ibv_mr *mr, uint64_t id, int slot) {
@@ -185,10 +156,10 @@ int main(int argc, char **argv) {
     struct ibv_qp_init_attr qinit;
     CHECK(ibv_query_qp(server1, &qattr, IBV_QP_CAP, &qinit) == 0 && qinit.srq == srq && qattr.cap.max_recv_wr == 0,
           "ibv_query_qp of a QP with an SRQ");
-    connect_qp(server1, client1->qp_num);
-    connect_qp(client1, server1->qp_num);
-    connect_qp(server2, client2->qp_num);
-    connect_qp(client2, server2->qp_num);
+    connect_qp(server1, client1->qp_num, srq_access);
+    connect_qp(client1, server1->qp_num, srq_access);
+    connect_qp(server2, client2->qp_num, srq_access);
+    connect_qp(client2, server2->qp_num, srq_access);
 
     /* A QP with an SRQ has no receive queue of its own. */
     struct ibv_sge sge;
