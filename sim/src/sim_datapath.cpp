@@ -192,6 +192,20 @@ WcStatus SimQp::local_key_error(int why) const noexcept {
 
 // ---- posting
 
+namespace {
+
+// A posted receive as a queue keeps it: entry `e`, its scatter list copied to `sges`, taking effect at `at`.
+void store_receive(RqEntry& e, LocalSegment* sges, const RecvRequest& r, std::uint64_t at) noexcept {
+    e.id = r.id;
+    e.length = r.length();
+    e.num_sge = r.num_sge;
+    e.ready_at = at;
+    const auto segs = r.segments();
+    std::copy(segs.begin(), segs.end(), sges);
+}
+
+}  // namespace
+
 PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
     OneAtATime::Scope poster(send_posters_);
     std::lock_guard lock(fabric_.mu);
@@ -276,13 +290,7 @@ PostStatus SimQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     if (rq_posted_ - rq_released_ + batch.size() > caps.max_recv) return PostStatus::queue_full();
     for (const RecvRequest& r : batch) {
         const std::uint64_t i = rq_posted_++;
-        RqEntry& e = rq_at(i);
-        e.id = r.id;
-        e.length = r.length();
-        e.num_sge = r.num_sge;
-        e.ready_at = at;
-        auto segs = r.segments();
-        std::copy(segs.begin(), segs.end(), &rq_sge_[rq_slot(i) * max_sge_]);
+        store_receive(rq_at(i), &rq_sge_[rq_slot(i) * rq_stride_], r, at);
     }
     if (state_ == QpState::error) flush_recv();
     if (!fabric_.overrun_cqs.empty()) fabric_.handle_overruns();
@@ -321,13 +329,7 @@ PostStatus SimSrq::post_recv(std::span<const RecvRequest> batch) noexcept {
     if (tail_ - head_ + batch.size() > max_recv) return PostStatus::queue_full();
     for (const RecvRequest& r : batch) {
         const std::uint64_t i = tail_++;
-        RqEntry& e = ring_[slot(i)];
-        e.id = r.id;
-        e.length = r.length();
-        e.num_sge = r.num_sge;
-        e.ready_at = at;
-        auto segs = r.segments();
-        std::copy(segs.begin(), segs.end(), &sges_[slot(i) * stride_]);
+        store_receive(ring_[slot(i)], &sges_[slot(i) * stride_], r, at);
     }
     fabric_.notify_post();
     fabric_.sync_fds();
