@@ -88,6 +88,8 @@ enum class EventKind : std::uint8_t {
     deferred,   ///< responder `qpn` executes the read or atomic it deferred
     respond,    ///< responder `qpn` reads the next packet of the read response it is sending
     disconnect, ///< QP `peer` disconnected: the notice reaches its peer `qpn` (as a CM DREQ, on its own path)
+    port,       ///< the port of node `peer` comes back up (Fabric::port_down with a duration); `generation`
+                ///< is the outage it ends
 };
 
 struct Event {
@@ -231,8 +233,9 @@ public:
     SimQp* find_qp(std::uint32_t qpn) const noexcept;
     /// The most queue pairs a fabric holds at once.
     static constexpr std::uint32_t max_qps = (1u << 24) - 1;
-    std::uint32_t add_node() {
+    std::uint32_t add_node(SimDomain* domain) {
         program_clock_.push_back(0);
+        node_domains.push_back(domain);
         return next_node_++;
     }
 
@@ -289,7 +292,7 @@ public:
         }
         schedule(e);
     }
-    /// Whether the link between two nodes carries packets at time `t` (cuts, crashes).
+    /// Whether the link between two nodes carries packets at time `t` (cuts, crashes, ports down).
     bool link_up(std::uint32_t a, std::uint32_t b, std::uint64_t t) const noexcept;
     /// Whether `node` crashed (Fabric::crash): it takes nothing in any more, read responses included.
     bool node_crashed(std::uint32_t node) const noexcept { return node < crashed.size() && crashed[node]; }
@@ -306,6 +309,16 @@ public:
     std::vector<Cut> cuts;
     std::vector<std::uint8_t> crashed;         ///< node -> crashed
     std::vector<std::uint64_t> stalled_until;  ///< node -> deliveries to it wait until then
+    std::vector<std::uint64_t> port_down_until;  ///< node -> its port is down until then (0: up)
+    std::vector<std::uint32_t> port_outages;     ///< node -> how many times its port went down
+    std::vector<SimDomain*> node_domains;        ///< node -> its domain (null once destroyed)
+    /// Fabric::port_down / port_up: the port of `node` goes down until `until` (UINT64_MAX: until
+    /// port_up), or comes back up; each change is an event of the node's domain.
+    void port_down(std::uint32_t node, std::uint64_t until);
+    void port_up(std::uint32_t node);
+    bool port_is_down(std::uint32_t node, std::uint64_t t) const noexcept {
+        return node < port_down_until.size() && t < port_down_until[node];
+    }
     unsigned fail_registrations = 0;
     unsigned fail_qp_creations = 0;
     std::uint32_t srqs_created = 0;  ///< numbers the shared receive queues (SharedReceiveQueue::srq_num)
@@ -653,6 +666,11 @@ private:
     void arm_timer() noexcept;
     void complete_in_order() noexcept;
     void enter_error() noexcept;
+    /// The responder goes to error because of an incoming request no receive completion reports: a
+    /// peer's access outside a region or without the right (`access`), or an invalid request. The spec
+    /// raises an affiliated asynchronous error, qp_fatal here (IBV_EVENT_QP_ACCESS_ERR, _REQ_ERR); rxe
+    /// raises none (docs/simulator.md).
+    void fail_responder(bool access) noexcept;
     void flush_send_from(std::uint64_t first) noexcept;
     void flush_recv() noexcept;
     void emit_send(std::uint64_t i, WcStatus status) noexcept;

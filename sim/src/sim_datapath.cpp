@@ -626,6 +626,16 @@ void SimQp::enter_error() noexcept {
     }
 }
 
+void SimQp::fail_responder(bool access) noexcept {
+    if (state_ == QpState::error) return;
+    enter_error();
+    if (domain_->profile() == Profile::rxe) return;
+    domain_->push_event({EventType::qp_fatal, qp_num, 0,
+                         access ? "local access violation: a peer's request outside a region or without its right "
+                                  "(IBV_EVENT_QP_ACCESS_ERR)"
+                                : "invalid request: a peer's request this QP cannot execute (IBV_EVENT_QP_REQ_ERR)"});
+}
+
 void SimQp::disconnect() {
     std::lock_guard lock(fabric_.mu);
     FabricState::ReturnToProgram stage{fabric_};
@@ -862,8 +872,12 @@ WcStatus SimQp::begin_message(SimQp& q, std::uint64_t msn) noexcept {
             const bool with_imm = w.opcode == Opcode::write_with_imm;
             if (with_imm && !receive_ready()) return rnr_nak;
             if (w.length > 0 && !check_remote(w.rkey, w.remote_addr, w.length, Access::remote_write)) {
-                if (with_imm) emit_recv(take_receive(), WcStatus::local_access, Opcode::recv_rdma_with_imm, 0, false, 0);
-                enter_error();
+                if (with_imm) {
+                    emit_recv(take_receive(), WcStatus::local_access, Opcode::recv_rdma_with_imm, 0, false, 0);
+                    enter_error();
+                } else {
+                    fail_responder(true);
+                }
                 return WcStatus::remote_access;
             }
             if (with_imm) {
@@ -946,8 +960,12 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         // The region was deregistered while the write was landing.
         inbound_.active = false;
         ++inbound_.gen;
-        if (inbound_.consumes_recv) emit_recv(inbound_.rq, WcStatus::local_access, Opcode::recv_rdma_with_imm, 0, false, 0);
-        enter_error();
+        if (inbound_.consumes_recv) {
+            emit_recv(inbound_.rq, WcStatus::local_access, Opcode::recv_rdma_with_imm, 0, false, 0);
+            enter_error();
+        } else {
+            fail_responder(true);
+        }
         send_ack(q->qp_num, msn, WcStatus::remote_access, 0);
         return false;
     }
@@ -1048,17 +1066,17 @@ WcStatus SimQp::check_response(SimQp& q, std::uint64_t msn) noexcept {
     const SqEntry& w = q.sq_at(msn);
     if (w.opcode == Opcode::read) {
         if (w.length > 0 && !check_remote(w.rkey, w.remote_addr, w.length, Access::remote_read)) {
-            enter_error();
+            fail_responder(true);
             return WcStatus::remote_access;
         }
         return WcStatus::success;
     }
     if (w.remote_addr % 8 != 0) {
-        enter_error();
+        fail_responder(false);
         return WcStatus::remote_invalid_request;
     }
     if (!check_remote(w.rkey, w.remote_addr, 8, Access::remote_atomic)) {
-        enter_error();
+        fail_responder(true);
         return WcStatus::remote_access;
     }
     return WcStatus::success;
@@ -1075,7 +1093,7 @@ void SimQp::execute_response(SimQp& q, std::uint64_t msn) noexcept {
     if (w.opcode == Opcode::read) {
         if (w.length > 0) {
             if (!check_remote(w.rkey, w.remote_addr, w.length, Access::remote_read)) {  // deregistered meanwhile
-                enter_error();
+                fail_responder(true);
                 send_ack(q.qp_num, msn, WcStatus::remote_access, 0);
                 return;
             }
@@ -1106,7 +1124,7 @@ void SimQp::execute_response(SimQp& q, std::uint64_t msn) noexcept {
         return;
     }
     if (!check_remote(w.rkey, w.remote_addr, 8, Access::remote_atomic)) {
-        enter_error();
+        fail_responder(true);
         send_ack(q.qp_num, msn, WcStatus::remote_access, 0);
         return;
     }
@@ -1163,7 +1181,7 @@ bool SimQp::respond_packet() noexcept {
     if (failed != WcStatus::success) {
         response_.active = false;
         ++response_.gen;
-        if (failed == WcStatus::remote_access) enter_error();
+        if (failed == WcStatus::remote_access) fail_responder(true);
         send_ack(q->qp_num, msn, failed, 0);
         return false;
     }

@@ -123,7 +123,7 @@ constexpr std::uint64_t make_key(std::uint32_t slot, std::uint8_t gen) noexcept 
 
 SimDomain::SimDomain(std::shared_ptr<FabricState> fabric, const Params& params) : fabric_(std::move(fabric)) {
     std::lock_guard lock(fabric_->mu);
-    node_ = fabric_->add_node();
+    node_ = fabric_->add_node(this);
     caps.kind = BackendKind::sim;
     caps.backend = "sim";
     caps.device = "sim:" + params.name + "/node" + std::to_string(node_);
@@ -146,8 +146,9 @@ SimDomain::SimDomain(std::shared_ptr<FabricState> fabric, const Params& params) 
 }
 
 SimDomain::~SimDomain() {
+    std::lock_guard lock(fabric_->mu);
+    fabric_->node_domains[node_] = nullptr;
     if (event_fd_ >= 0) {
-        std::lock_guard lock(fabric_->mu);
         std::erase(fabric_->fd_domains, this);
         ::close(event_fd_);
     }

@@ -283,6 +283,7 @@ std::string FabricState::trace_text() const {
 
 bool FabricState::link_up(std::uint32_t a, std::uint32_t b, std::uint64_t t) const noexcept {
     if ((a < crashed.size() && crashed[a]) || (b < crashed.size() && crashed[b])) return false;
+    if (port_is_down(a, t) || port_is_down(b, t)) return false;
     for (const Cut& c : cuts) {
         if (t < c.until && ((c.a == a && c.b == b) || (c.a == b && c.b == a))) return false;
     }
@@ -320,16 +321,52 @@ void FabricState::handle_overruns() noexcept {
     }
 }
 
+void FabricState::port_down(std::uint32_t node, std::uint64_t until) {
+    if (port_down_until.size() <= node) {
+        port_down_until.resize(node + 1, 0);
+        port_outages.resize(node + 1, 0);
+    }
+    const bool was_down = port_is_down(node, now);
+    port_down_until[node] = until;
+    const std::uint32_t outage = ++port_outages[node];  // a coming-back event of an earlier outage is stale
+    if (!was_down && node_domains[node]) {
+        node_domains[node]->push_event({EventType::port_error, 0, 0, "port down (sim::Fabric::port_down)"});
+    }
+    if (until != UINT64_MAX) {
+        Event ev;
+        ev.kind = EventKind::port;
+        ev.time = until;
+        ev.peer = node;
+        ev.generation = outage;
+        schedule(ev);
+    }
+}
+
+void FabricState::port_up(std::uint32_t node) {
+    if (!port_is_down(node, now)) return;
+    port_down_until[node] = 0;
+    ++port_outages[node];
+    if (node_domains[node]) node_domains[node]->push_event({EventType::port_active, 0, 0, "port up"});
+}
+
 bool FabricState::step() {
     if (events_.empty()) return false;
     Event e = events_.pop();
     prefetch_next();
+    if (e.kind == EventKind::port) [[unlikely]] {
+        if (e.generation != port_outages[e.peer]) return true;  // ended earlier, or extended
+        now = std::max(now, e.time);
+        ++events_run;
+        port_down_until[e.peer] = 0;
+        if (node_domains[e.peer]) node_domains[e.peer]->push_event({EventType::port_active, 0, 0, "port up"});
+        return true;
+    }
     SimQp* qp = find_qp(e.qpn);
     if (!qp || qp->drop_if_stale(e)) return true;  // a destroyed QP's packets and timers, a cancelled timer: no time passes
     const std::uint32_t node = qp->domain().node();
     if (node < crashed.size() && crashed[node]) return true;  // a crashed node does nothing
     if (e.kind == EventKind::deliver || e.kind == EventKind::ack || e.kind == EventKind::disconnect) {
-        if (!cuts.empty() || !crashed.empty()) {
+        if (!cuts.empty() || !crashed.empty() || !port_down_until.empty()) {
             if (!link_up(e.from_node, node, e.time)) {
                 ++stats.dropped;
                 return true;
@@ -352,6 +389,7 @@ bool FabricState::step() {
         case EventKind::deferred: qp->on_deferred(e); break;
         case EventKind::respond: qp->on_respond(e); break;
         case EventKind::disconnect: qp->on_disconnect(e); break;
+        case EventKind::port: break;  // handled above
     }
     if (!overrun_cqs.empty()) handle_overruns();
     return true;
@@ -560,6 +598,20 @@ void Fabric::crash(const Domain& node) {
     std::lock_guard lock(state_->mu);
     if (state_->crashed.size() <= n) state_->crashed.resize(n + 1, 0);
     state_->crashed[n] = 1;
+}
+
+void Fabric::port_down(const Domain& node, std::chrono::nanoseconds duration) {
+    const auto n = node_of(node);
+    std::lock_guard lock(state_->mu);
+    state_->port_down(n, until(state_->now, duration));
+    state_->sync_fds();
+}
+
+void Fabric::port_up(const Domain& node) {
+    const auto n = node_of(node);
+    std::lock_guard lock(state_->mu);
+    state_->port_up(n);
+    state_->sync_fds();
 }
 
 void Fabric::stall(const Domain& node, std::chrono::nanoseconds duration) {

@@ -1,6 +1,7 @@
 // Conformance: asynchronous events (Feature::async_events): Domain::event_fd and Domain::next_event report
 // what happens to a domain's objects outside any call on them. Nothing is reported when nothing happened;
-// a peer's disconnect and a CQ overrun are reported, on the domain they concern, naming the QP. Not
+// a peer's disconnect, a CQ overrun and a responder failed by a peer's request are reported, on the domain
+// they concern, naming the QP. Not
 // recorded for the differential check: what a stack reports asynchronously differs (rxe drops an overrun
 // completion without an event, docs/misuse.md).
 #include "harness.hpp"
@@ -24,6 +25,13 @@ bool readable(int fd) {
 
 bool is_sim() { return test::backend_caps().kind == BackendKind::sim; }
 bool lacks_events() { return !test::backend_caps().has(Feature::async_events); }
+// Where a responder that a peer's request failed says so in an event: the simulator's spec profile, and
+// verbs on hardware that raises the spec's affiliated errors. ofi's providers report nothing of the kind.
+bool reports_responder_errors() {
+    const Capabilities& c = test::backend_caps();
+    return (c.kind == BackendKind::sim || c.kind == BackendKind::verbs) && c.profile != "rxe" &&
+           c.has(Feature::remote_access_check);
+}
 
 }  // namespace
 
@@ -97,6 +105,33 @@ BOOST_AUTO_TEST_CASE(a_cq_overrun_is_a_cq_error_event_and_its_fd_wakes_a_poller,
     BOOST_TEST_MESSAGE(to_string(e->type) << ": " << e->what);
     BOOST_TEST((e->type == EventType::cq_error));
     BOOST_TEST(qp.state() == QpState::error);
+}
+
+// A write past the end of B's region fails A's request (remote_access) and puts B's QP in error. No
+// completion of B's says why (its receive only flushes), so B's domain reports qp_fatal naming B's QP: the
+// spec's "local access violation work queue error" (IBV_EVENT_QP_ACCESS_ERR). A is told nothing.
+BOOST_AUTO_TEST_CASE(a_request_outside_a_region_fails_the_responder_with_a_qp_fatal_event,
+                     *needs(Feature::async_events) *
+                         test::only_if(reports_responder_errors,
+                                       "the backend reports no affiliated error of a responder (rxe, ofi)")) {
+    test::Unrecorded unrecorded;
+    test::Pair p;
+    BOOST_REQUIRE(p.b.qp.post_recv({recv(10, p.b.seg(1024, 64))}));
+    const auto& r = p.b.mr.remote();
+    RemoteRegion past_end(r.addr() + r.length() - 4, 16, r.rkey(), r.backend());
+    BOOST_REQUIRE(p.a.qp.post_send({write(1, p.a.seg(0, 16), past_end)}));
+    BOOST_TEST(test::next(p.a.cq).status == WcStatus::remote_access);
+    const auto e = test::await_event(p.b.domain);
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST_MESSAGE(to_string(e->type) << " QP " << e->qp_num << ": " << e->what);
+    BOOST_TEST((e->type == EventType::qp_fatal));
+    BOOST_TEST(e->qp_num == p.b.qp.qp_num());
+    BOOST_TEST(p.b.qp.state() == QpState::error);
+    const Completion c = test::next(p.b.cq);
+    BOOST_TEST(c.id == 10u);
+    BOOST_TEST(c.status == WcStatus::flushed);
+    BOOST_TEST(!p.b.domain.next_event().has_value());  // one event for one failure
+    BOOST_TEST(!p.a.domain.next_event().has_value());  // the requester learns from its completion
 }
 
 BOOST_AUTO_TEST_CASE(without_the_feature_events_are_not_supported,

@@ -67,7 +67,7 @@ BOOST_AUTO_TEST_CASE(receives_are_consumed_in_posting_order) {
     std::vector<SendRequest> sends;
     for (std::uint32_t k = 0; k < 4; ++k) {
         p.a.fill(k * 16, 16, static_cast<std::uint8_t>(k + 1));
-        sends.push_back(send(k, p.a.seg(k * 16, 16)).with_imm(k).unsignaled());
+        sends.push_back(send(k, p.a.seg(k * 16, 16)).with_imm(k).signaled(k == 3));
     }
     BOOST_REQUIRE(p.a.qp.post_send(sends));
     for (std::uint32_t k = 0; k < 4; ++k) {
@@ -76,6 +76,8 @@ BOOST_AUTO_TEST_CASE(receives_are_consumed_in_posting_order) {
         BOOST_TEST(c.imm == k);
         BOOST_TEST(p.b.holds(k * 128, 16, static_cast<std::uint8_t>(k + 1)));
     }
+    // The sends' sources stay registered until the last one (signaled) completes.
+    BOOST_TEST(next(p.a.cq).id == 3u);
 }
 
 BOOST_AUTO_TEST_CASE(unsignaled_success_is_silent) {

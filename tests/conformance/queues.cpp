@@ -106,6 +106,7 @@ BOOST_AUTO_TEST_CASE(full_receive_queue_posts_nothing) {
     BOOST_REQUIRE(p.b.qp.post_recv(batch));
     BOOST_REQUIRE(p.a.qp.post_send({send(1, p.a.seg(0, 8))}));
     BOOST_TEST(next(p.b.cq).id == 50u);
+    BOOST_TEST(next(p.a.cq).id == 1u);  // acknowledged before the pair is torn down
 }
 
 BOOST_AUTO_TEST_CASE(invalid_request_is_named_and_nothing_is_posted) {

@@ -1,5 +1,5 @@
-// Simulator faults: lost, duplicated and delayed packets hidden by RC retransmission; cut links, crashed and
-// stalled nodes; injected setup failures. From config keys (so unmodified programs can be swept) and from
+// Simulator faults: lost, duplicated and delayed packets hidden by RC retransmission; cut links, ports
+// down, crashed and stalled nodes; injected setup failures. From config keys (so unmodified programs can be swept) and from
 // the weft::sim::Fabric control API.
 #include "node.hpp"
 
@@ -125,6 +125,67 @@ BOOST_AUTO_TEST_CASE(a_link_cut_for_less_than_the_retries_recovers) {
     fab.heal(a.dom, b.dom);
     BOOST_REQUIRE(a.qp.post_send({write(2, a.mr.slice(0, 8), b.mr.remote().slice(0, 8))}));
     BOOST_TEST(next(a.cq).ok());
+}
+
+// A port down for less than the retry budget: the node's domain hears port_error at once and port_active
+// when the port comes back; a write posted meanwhile is retransmitted and lands after it. The peer hears
+// nothing (its port stayed up).
+BOOST_AUTO_TEST_CASE(a_port_down_for_a_while_is_two_events_and_its_traffic_recovers) {
+    QpOptions o;
+    o.timeout = 8;  // ~1 ms, 3 retries: 4 ms of patience
+    o.retry_cnt = 3;
+    Node a("sim:fabric=port,reorder=none", o), b("sim:fabric=port,reorder=none", o);
+    link(a, b);
+    auto fab = Fabric::of(a.dom);
+    BOOST_TEST(!b.dom.next_event().has_value());
+    const auto t0 = fab.now();
+    fab.port_down(b.dom, std::chrono::milliseconds(2));
+    const auto down = b.dom.next_event();
+    BOOST_REQUIRE(down.has_value());
+    BOOST_TEST((down->type == EventType::port_error));
+    BOOST_TEST(down->qp_num == 0u);
+    a.buf[0] = std::byte{9};
+    BOOST_REQUIRE(a.qp.post_send({write(1, a.mr.slice(0, 8), b.mr.remote().slice(0, 8))}));
+    BOOST_TEST(next(a.cq).ok());
+    BOOST_TEST((b.buf[0] == std::byte{9}));
+    BOOST_TEST(fab.now() - t0 > 2'000'000u);  // it landed only once the port was back
+    const auto up = b.dom.next_event();
+    BOOST_REQUIRE(up.has_value());
+    BOOST_TEST((up->type == EventType::port_active));
+    BOOST_TEST(!b.dom.next_event().has_value());
+    BOOST_TEST(!a.dom.next_event().has_value());
+    BOOST_TEST(a.qp.state() == QpState::rts);
+    BOOST_TEST(b.qp.state() == QpState::rts);
+}
+
+// A port down for good: the peer's requests end in transport_retry_exceeded, and the QPs of the node whose
+// port is down stay as they are. port_up() brings it back at once; a second port_down while down makes no
+// second port_error, and the coming-back of the outage it replaced is not reported.
+BOOST_AUTO_TEST_CASE(a_port_down_for_good_fails_the_peers_requests_until_port_up) {
+    QpOptions o;
+    o.timeout = 8;
+    o.retry_cnt = 2;
+    Node a("sim:fabric=portgood,reorder=none", o), b("sim:fabric=portgood,reorder=none", o);
+    link(a, b);
+    auto fab = Fabric::of(a.dom);
+    fab.port_down(b.dom, std::chrono::microseconds(100));
+    fab.port_down(b.dom);  // now for good
+    const auto t0 = fab.now();
+    BOOST_REQUIRE(a.qp.post_send({write(1, a.mr.slice(0, 8), b.mr.remote().slice(0, 8))}));
+    auto c = next(a.cq);
+    BOOST_TEST(c.status == WcStatus::transport_retry_exceeded);
+    BOOST_TEST(fab.now() - t0 == 3u * 1048576u);  // the first try and two retries, each timing out
+    BOOST_TEST(b.qp.state() == QpState::rts);
+    const auto down = b.dom.next_event();
+    BOOST_REQUIRE(down.has_value());
+    BOOST_TEST((down->type == EventType::port_error));
+    BOOST_TEST(!b.dom.next_event().has_value());  // one outage, although port_down was called twice
+    fab.port_up(b.dom);
+    const auto up = b.dom.next_event();
+    BOOST_REQUIRE(up.has_value());
+    BOOST_TEST((up->type == EventType::port_active));
+    fab.port_up(b.dom);  // up already: nothing
+    BOOST_TEST(!b.dom.next_event().has_value());
 }
 
 BOOST_AUTO_TEST_CASE(a_message_cut_in_the_middle_leaves_what_landed_and_is_sent_again) {

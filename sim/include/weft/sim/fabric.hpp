@@ -112,6 +112,14 @@ public:
     /// as it was, even for a read or atomic its peer executes later), and its QPs may be destroyed with
     /// sends in flight without a misuse report.
     void crash(const Domain& domain);
+    /// The port of `domain`'s node goes down for `duration` of virtual time (or until port_up()): every
+    /// packet to or from the node is lost, as with a cut of all its links, and its QPs stay as they are
+    /// (RC requests end in transport_retry_exceeded unless the port comes back within the retry budget).
+    /// The domain reports EventType::port_error at once (Domain::next_event) and port_active when the port
+    /// comes back; a call while the port is down only changes when it comes back.
+    void port_down(const Domain& domain, std::chrono::nanoseconds duration = forever);
+    /// Brings a port taken down with port_down() back now (port_active); nothing when it is up.
+    void port_up(const Domain& domain);
     /// The node of `domain` takes up no incoming request for `duration`; requests wait, in order.
     void stall(const Domain& domain, std::chrono::nanoseconds duration);
     /// The next `count` register_memory / create_qp calls on this fabric throw weft::Error
