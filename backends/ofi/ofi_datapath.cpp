@@ -498,6 +498,10 @@ PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
 }
 
 PostStatus OfiQp::post_recv(std::span<const RecvRequest> batch) noexcept {
+    if (srq_ && !batch.empty()) {
+        return PostStatus::invalid(0, "this QP takes its receives from a shared receive queue; post them there "
+                                      "(SharedReceiveQueue::post_recv)");
+    }
     if (auto st = detail::validate_recv_batch(batch, caps); !st) return st;
     if (batch.empty()) return PostStatus::ok();
     Ring& r = recv_;
@@ -544,6 +548,17 @@ void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason)
     send_.direct.store(false, std::memory_order_release);
     recv_.direct.store(false, std::memory_order_release);
     cancel_receives();
+    if (srq_) {
+        // The endpoint would go on taking the shared queue's receives for the peer's messages: its
+        // connection ends here (the peer's requests fail as after a loss), what it had taken comes back
+        // flushed, and the queue's other receives stay for the other QPs. Then Last WQE Reached.
+        if (ep_ready_.load(std::memory_order_acquire) && ep_) fi_shutdown(ep_.get(), 0);
+        AsyncEvent ev;
+        ev.type = EventType::qp_last_wqe_reached;
+        ev.qp_num = qp_num;
+        ev.what = "last WQE reached (the QP on a shared receive queue is in error)";
+        dom_->push_event(ev);
+    }
     // The peer's requests from now on must fail as they would against an RC QP in error: its liveness
     // connection breaks (across processes), a peer in this process is told at once.
     close_liveness_listener();
@@ -564,6 +579,183 @@ void OfiQp::lower_origin(Slot& s) noexcept {
 void OfiQp::cancel_receives() noexcept {
     if (!ep_ready_.load(std::memory_order_acquire) || !ep_) return;
     for (std::uint32_t i = 0; i <= recv_.mask; ++i) fi_cancel(&ep_->fid, &recv_.slots[i].ops[0]);
+}
+
+
+// ---- Shared receive queue
+
+// Segments are checked here, at post: the provider's context cannot fail one receive at the QP that takes
+// it (ibv_post_srq_recv accepts them, and the taking QP fails with local_protection).
+PostStatus OfiSrq::post_recv(std::span<const RecvRequest> batch) noexcept {
+    if (auto st = detail::validate_srq_batch(batch, max_sge); !st) return st;
+    if (batch.empty()) return PostStatus::ok();
+    const MrTable& mrs = dom_->mrs();
+    for (std::uint32_t i = 0; i < batch.size(); ++i) {
+        for (const LocalSegment& g : batch[i].segments()) {
+            if (g.length == 0) continue;
+            const MrEntry* e = mrs.find(g.lkey);
+            if (e == nullptr || g.addr < e->addr || g.addr - e->addr > e->length ||
+                g.length > e->length - (g.addr - e->addr) || !e->local_write) {
+                return PostStatus::invalid(i, "a segment lies outside its region, or the region lacks local_write");
+            }
+        }
+    }
+    std::lock_guard lock(mu_);
+    if (outstanding_ + batch.size() > max_recv) return PostStatus::queue_full();
+    for (std::uint32_t i = 0; i < batch.size(); ++i) {
+        const std::uint32_t at = free_top_;
+        SrqEntry& e = entries_[at];
+        std::uint32_t n = 0;
+        for (const LocalSegment& g : batch[i].segments()) {
+            if (g.length == 0) continue;
+            e.iov[n].iov_base = reinterpret_cast<void*>(g.addr);
+            e.iov[n].iov_len = g.length;
+            e.desc[n] = mrs.find(g.lkey)->desc;
+            ++n;
+        }
+        e.id = batch[i].id;
+        e.seq = next_seq_;
+        fi_msg m{e.iov, e.desc, n, FI_ADDR_UNSPEC, &e.ctx, 0};
+        long ret = fi_recvmsg(srx_.get(), &m, FI_COMPLETION);
+        for (int tries = 0; ret == -FI_EAGAIN && tries < 1000; ++tries) {
+            std::this_thread::yield();
+            ret = fi_recvmsg(srx_.get(), &m, FI_COMPLETION);
+        }
+        if (ret != 0) {
+            // The provider's context allocates its entries as it goes; it refuses only when memory runs out.
+            // The receives before this one stay posted.
+            return PostStatus::invalid(i, "the provider's shared receive context refused the receive (out of memory)");
+        }
+        free_top_ = e.next_free;
+        ++outstanding_;
+        ++next_seq_;
+    }
+    return PostStatus::ok();
+}
+
+std::uint64_t OfiSrq::retire(SrqEntry& e) noexcept {
+    bool fire = false;
+    std::uint64_t id = 0;
+    {
+        std::lock_guard lock(mu_);
+        id = e.id;
+        e.next_free = free_top_;
+        free_top_ = static_cast<std::uint32_t>(&e - entries_.get());
+        --outstanding_;
+        if (limit_ != 0 && outstanding_ < limit_) {
+            limit_ = 0;
+            fire = true;
+        }
+    }
+    if (fire) {
+        AsyncEvent ev;
+        ev.type = EventType::srq_limit_reached;
+        ev.srq_num = srq_num;
+        ev.what = "shared receive queue below its limit";
+        dom_->push_event(ev);
+    }
+    return id;
+}
+
+// srq_mu_ held. Turns the entries of `qp`'s private CQ into completions naming `qp`.
+std::size_t OfiCq::read_srq_cq(OfiQp& qp, bool closing) noexcept {
+    fid_cq* cq = qp.srq_cq();
+    OfiSrq* srq = qp.srq();
+    if (cq == nullptr || srq == nullptr) return 0;
+    std::size_t total = 0;
+    auto push = [this](std::uint64_t seq, const Completion& c) noexcept {
+        try {
+            srq_done_.emplace_back(seq, c);
+        } catch (...) {
+            // Out of memory: the completion is lost; the receive's entry is free again.
+        }
+    };
+    for (;;) {
+        const ssize_t got = fi_cq_read(cq, srq_entries_.data(), srq_entries_.size());
+        if (got > 0) {
+            for (ssize_t i = 0; i < got; ++i) {
+                const fi_cq_data_entry& e = srq_entries_[static_cast<std::size_t>(i)];
+                auto* entry = static_cast<SrqEntry*>(e.op_context);
+                if (entry == nullptr) continue;
+                Completion c{};
+                c.status = WcStatus::success;
+                c.qp_num = qp.qp_num;
+                c.opcode = Opcode::recv;
+                c.byte_len = static_cast<std::uint32_t>(e.len);
+                if ((e.flags & FI_REMOTE_CQ_DATA) != 0) {
+                    c.has_imm = true;
+                    c.imm = static_cast<std::uint32_t>(e.data);
+                    if (profile_->emulated_imm && (e.data & imm_marker_bit) != 0) {
+                        c.opcode = Opcode::recv_rdma_with_imm;
+                        c.byte_len = static_cast<std::uint32_t>((e.data >> 32) & emulated_imm_max_length);
+                    } else if ((e.flags & FI_RMA) != 0) {
+                        c.opcode = Opcode::recv_rdma_with_imm;
+                    }
+                }
+                const std::uint64_t seq = entry->seq;
+                c.id = srq->retire(*entry);
+                push(seq, c);
+            }
+            total += static_cast<std::size_t>(got);
+            if (static_cast<std::size_t>(got) < srq_entries_.size()) break;
+            continue;
+        }
+        if (got != -FI_EAVAIL) break;
+        fi_cq_err_entry err{};
+        if (fi_cq_readerr(cq, &err, 0) < 0) break;
+        ++total;
+        if (trace_errors()) {
+            std::fprintf(stderr, "weft[ofi] srq cq error: qp %u context %p err %d (%s) prov_errno %d len %zu\n", qp.qp_num,
+                         err.op_context, err.err, fi_strerror(err.err), err.prov_errno, err.len);
+        }
+        auto* entry = static_cast<SrqEntry*>(err.op_context);
+        if (entry == nullptr) continue;
+        const int code = err.err < 0 ? -err.err : err.err;
+        const int prov = err.prov_errno < 0 ? -err.prov_errno : err.prov_errno;
+        WcStatus st = WcStatus::flushed;
+        if (!closing && !qp.in_error()) {
+            // The receive failed while the QP was still up: it is the error's origin (as absorb_error).
+            st = map_error(*profile_, code, err.prov_errno);
+            if (code == FI_ECANCELED || st == WcStatus::flushed) st = WcStatus::transport_retry_exceeded;
+            qp.enter_error(qp.recv_, qp.recv_.tail.load(std::memory_order_acquire), st);
+        }
+        Completion c{};
+        c.status = st;
+        c.qp_num = qp.qp_num;
+        c.opcode = Opcode::recv;
+        if (st != WcStatus::flushed) c.vendor_err = static_cast<std::uint32_t>(prov != 0 ? prov : code);
+        const std::uint64_t seq = entry->seq;
+        c.id = srq->retire(*entry);
+        push(seq, c);
+    }
+    return total;
+}
+
+std::size_t OfiCq::pump_srq() noexcept {
+    std::unique_lock lock(srq_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return 0;
+    std::size_t total = 0;
+    const std::size_t before = srq_done_.size();
+    for (OfiQp* qp : srq_readers_) total += read_srq_cq(*qp, false);
+    // Each QP's CQ keeps the order its receives completed in, but not the order between QPs: what this
+    // round read leaves in the order the receives were posted, which is the order they were taken in.
+    if (srq_done_.size() - before > 1) {
+        std::stable_sort(srq_done_.begin() + static_cast<std::ptrdiff_t>(before), srq_done_.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+    }
+    srq_pending_.store(!srq_done_.empty(), std::memory_order_release);
+    return total;
+}
+
+std::size_t OfiCq::deliver_srq(std::span<Completion> out, std::size_t n) noexcept {
+    std::unique_lock lock(srq_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return n;
+    while (n < out.size() && !srq_done_.empty()) {
+        out[n++] = srq_done_.front().second;
+        srq_done_.pop_front();
+    }
+    srq_pending_.store(!srq_done_.empty(), std::memory_order_release);
+    return n;
 }
 
 // ---- Completion queue
@@ -767,11 +959,13 @@ std::size_t OfiCq::pump() noexcept {
         }
         break;
     }
+    if (srq_readers_n_.load(std::memory_order_acquire) != 0) total += pump_srq();
     return total;
 }
 
 // Delivers the finished prefix of each ready ring into out[n..].
 std::size_t OfiCq::deliver(std::span<Completion> out, std::size_t n) noexcept {
+    if (srq_pending_.load(std::memory_order_acquire)) n = deliver_srq(out, n);
     while (ready_head_ != nullptr && n < out.size()) {
         Ring& r = *ready_head_;
         const bool qp_error = r.qp->in_error();
@@ -821,6 +1015,7 @@ std::size_t OfiCq::deliver(std::span<Completion> out, std::size_t n) noexcept {
 
 // Whether poll() would return something now, without consuming it.
 bool OfiCq::deliverable() noexcept {
+    if (srq_pending_.load(std::memory_order_acquire)) return true;
     take_inbox();
     for (Ring* r = ready_head_; r != nullptr; r = r->ready_next) {
         const bool qp_error = r->qp->in_error();
@@ -914,7 +1109,7 @@ bool OfiCq::wait(std::chrono::nanoseconds timeout) {
         // Short slices only while this thread's kicks may be needed (a peer in this process has work) or
         // a QP needs driving; otherwise the provider's descriptor wakes us.
         const bool busy = registry::attention_pending() || loss_pending_.load(std::memory_order_relaxed) ||
-                          local_peer_outstanding();
+                          local_peer_outstanding() || srq_unwoken_.load(std::memory_order_relaxed) != 0;
         std::chrono::nanoseconds slice = std::min(left, pause);
         if (wait_fd_ >= 0 && !busy) slice = left;
         if (wait_fd_ >= 0) {
