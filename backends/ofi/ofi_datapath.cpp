@@ -1080,7 +1080,12 @@ std::size_t OfiCq::poll(std::span<Completion> out) noexcept { return poll_here(o
 
 // One round of wait(): true when poll() would return something.
 bool OfiCq::wait_step() noexcept {
-    if (deliverable()) return true;
+    if (deliverable()) {
+        // Completions wait to be polled, but the provider still moves data only inside calls on its CQs:
+        // a wait(0) that leaves them is the caller's way to let this side progress (tcp, shm, rxm).
+        kick();
+        return true;
+    }
     pump();
     if (loss_pending_.load(std::memory_order_relaxed)) handle_losses();
     if (registry::attention_pending()) registry::drive_all(true);
