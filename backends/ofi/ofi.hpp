@@ -523,6 +523,7 @@ private:
     void rearm() noexcept;
     void handle_losses() noexcept;
     std::size_t pump_srq() noexcept;
+    bool srq_wakes(const OfiQp& qp) const noexcept;
     // `closing`: the QP's endpoint is closed; what is left completes flushed.
     std::size_t read_srq_cq(OfiQp& qp, bool closing) noexcept;
     bool srq_ready() noexcept;

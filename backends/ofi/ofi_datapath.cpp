@@ -779,6 +779,8 @@ void OfiCq::kick_local_peers() noexcept {
 
 bool OfiCq::round_needed() noexcept {
     if (inbox_.load(std::memory_order_acquire) != nullptr) return true;
+    // Receives of a shared queue may complete at any time on private CQs that do not wake this one.
+    if (srq_unwoken_.load(std::memory_order_relaxed) != 0) return true;
     const bool native = wait_fd_ >= 0;
     if (native && local_links_.load(std::memory_order_relaxed) == 0) return false;
     std::unique_lock lock(bound_mu_, std::try_to_lock);
@@ -801,6 +803,11 @@ bool OfiCq::local_peer_outstanding() noexcept {
 
 bool OfiCq::service_round() noexcept {
     if (local_links_.load(std::memory_order_relaxed) != 0) kick_local_peers();
+    if (srq_unwoken_.load(std::memory_order_relaxed) != 0 && !signaled_.load(std::memory_order_acquire) &&
+        (pump_srq() > 0 || srq_pending_.load(std::memory_order_acquire))) {
+        wake();
+        return true;
+    }
     if (wait_fd_ >= 0) return false;  // the provider wakes the descriptor itself
     if (signaled_.load(std::memory_order_acquire)) return false;  // the application has not polled yet
     if (inbox_.load(std::memory_order_acquire) != nullptr || kick()) {

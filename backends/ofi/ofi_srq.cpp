@@ -56,12 +56,19 @@ std::shared_ptr<detail::SrqImpl> OfiDomain::create_srq(const SrqOptions& options
     return std::make_shared<OfiSrq>(std::static_pointer_cast<OfiDomain>(shared_from_this()), options);
 }
 
+// Whether this CQ's descriptor becomes readable when `qp`'s private CQ gets an entry. tcp adds the
+// endpoint's socket to the wait objects of both CQs it is bound to, so a QP that sends on this CQ wakes it.
+// sockets signals only the CQ that gets the entry. Otherwise wait() looks in slices, and in fd() mode the
+// service thread reads the private CQs in its rounds (OfiCq::service_round).
+bool OfiCq::srq_wakes(const OfiQp& qp) const noexcept {
+    return wait_fd_ >= 0 && profile_->provider == "tcp" && qp.cqs()[0].get() == this;
+}
+
 void OfiCq::add_srq_reader(OfiQp* qp) {
     std::lock_guard lock(srq_mu_);
     srq_readers_.push_back(qp);
     srq_readers_n_.fetch_add(1, std::memory_order_acq_rel);
-    // The provider wakes the descriptor of the CQ the endpoint sends on; another CQ must look in slices.
-    if (qp->cqs()[0].get() != this) srq_unwoken_.fetch_add(1, std::memory_order_acq_rel);
+    if (!srq_wakes(*qp)) srq_unwoken_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void OfiCq::remove_srq_reader(OfiQp* qp) noexcept {
@@ -71,7 +78,7 @@ void OfiCq::remove_srq_reader(OfiQp* qp) noexcept {
     read_srq_cq(*qp, true);
     srq_readers_.erase(it);
     srq_readers_n_.fetch_sub(1, std::memory_order_acq_rel);
-    if (qp->cqs()[0].get() != this) srq_unwoken_.fetch_sub(1, std::memory_order_acq_rel);
+    if (!srq_wakes(*qp)) srq_unwoken_.fetch_sub(1, std::memory_order_acq_rel);
     srq_pending_.store(!srq_done_.empty(), std::memory_order_release);
 }
 
