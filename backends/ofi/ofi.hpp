@@ -421,6 +421,8 @@ public:
     // A receive came back from the provider (taken by a QP, or cancelled): frees its entry, and pushes
     // srq_limit_reached when fewer receives than an armed limit remain. Returns the receive's id.
     std::uint64_t retire(SrqEntry& e) noexcept;
+    // Whether receives are posted and not yet come back (any thread).
+    bool holds_receives() const noexcept { return held_.load(std::memory_order_relaxed) != 0; }
 
 private:
     static constexpr std::uint32_t no_entry = ~0u;
@@ -433,6 +435,7 @@ private:
     std::mutex mu_;                  // posts, retires and the limit (several QPs' CQs retire at once)
     std::uint32_t free_top_ = 0;     // mu_
     std::uint32_t outstanding_ = 0;  // posted, not yet retired (mu_)
+    std::atomic<std::uint32_t> held_{0};  // outstanding_, for readers without mu_
     std::uint32_t limit_ = 0;        // armed limit, 0: disarmed (mu_)
     std::uint64_t next_seq_ = 0;     // mu_
 };
@@ -631,10 +634,12 @@ public:
     // to error (requests the provider finished before keep their status). Returns false to be called again.
     bool handle_loss(std::chrono::steady_clock::time_point now) noexcept;
     bool lost() const noexcept { return peer_lost_.load(std::memory_order_acquire); }
-    // Whether a request of either queue is posted and not yet delivered to the application.
+    // Whether a request of either queue is posted and not yet delivered to the application; for a QP on a
+    // shared receive queue, whether the queue holds receives (as a QP's own posted receives count).
     bool outstanding() const noexcept {
         return send_.tail.load(std::memory_order_relaxed) != send_.delivered.load(std::memory_order_relaxed) ||
-               recv_.tail.load(std::memory_order_relaxed) != recv_.delivered.load(std::memory_order_relaxed);
+               recv_.tail.load(std::memory_order_relaxed) != recv_.delivered.load(std::memory_order_relaxed) ||
+               (srq_ && srq_->holds_receives());
     }
     // Progresses the CQs of the connected peer QP when it lives in this process.
     void kick_local_peer() noexcept;

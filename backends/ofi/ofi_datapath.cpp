@@ -629,7 +629,9 @@ PostStatus OfiSrq::post_recv(std::span<const RecvRequest> batch) noexcept {
         free_top_ = e.next_free;
         ++outstanding_;
         ++next_seq_;
+        held_.store(outstanding_, std::memory_order_relaxed);
     }
+    service::nudge();  // the QPs on the queue have receives out now: the service thread's rounds may matter
     return PostStatus::ok();
 }
 
@@ -642,6 +644,7 @@ std::uint64_t OfiSrq::retire(SrqEntry& e) noexcept {
         e.next_free = free_top_;
         free_top_ = static_cast<std::uint32_t>(&e - entries_.get());
         --outstanding_;
+        held_.store(outstanding_, std::memory_order_relaxed);
         if (limit_ != 0 && outstanding_ < limit_) {
             limit_ = 0;
             fire = true;
