@@ -52,7 +52,23 @@ void OfiSrq::arm_limit(std::uint32_t limit) {
 }
 
 std::shared_ptr<detail::SrqImpl> OfiDomain::create_srq(const SrqOptions& options) {
-    if (!caps.has(Feature::srq)) return DomainImpl::create_srq(options);
+    if (!caps.has(Feature::srq)) {
+        std::string why;
+        if (profile_.provider.find(";ofi_rxm") != std::string::npos) {
+            why = "ofi_rxm has no shared receive context (fi_srx_context returns -FI_ENOSYS)";
+        } else if (profile_.provider == "shm") {
+            why = "shm reports a shared context's receives on the context's CQ, naming no endpoint";
+        } else if (profile_.provider == "verbs") {
+            why = "the verbs provider of libfabric 1.17 reports a write with immediate taken from a shared "
+                  "context as a plain receive";
+        } else {
+            why = "the provider is not known to report a shared context's receives per endpoint";
+        }
+        throw Error(Errc::not_supported,
+                    "provider '" + profile_.provider + "' has no shared receive queues (no Feature::srq): " + why +
+                        " (docs/backends/ofi.md, \"Shared receive queues\"); post receives to each QP",
+                    backend_name, "Domain::create_srq");
+    }
     return std::make_shared<OfiSrq>(std::static_pointer_cast<OfiDomain>(shared_from_this()), options);
 }
 
