@@ -526,6 +526,7 @@ private:
     void rearm() noexcept;
     void handle_losses() noexcept;
     std::size_t pump_srq() noexcept;
+    std::size_t srq_room() noexcept;
     bool srq_wakes(const OfiQp& qp) const noexcept;
     // `closing`: the QP's endpoint is closed; what is left completes flushed.
     std::size_t read_srq_cq(OfiQp& qp, bool closing) noexcept;
@@ -559,11 +560,13 @@ private:
     // Shared-receive-queue completions: read from the readers' private CQs into srq_done_ in the order
     // they were read, delivered before the rings' (srq_mu_).
     std::atomic<std::uint32_t> srq_readers_n_{0};
-    std::atomic<bool> srq_pending_{false};  // srq_done_ is not empty
+    std::atomic<bool> srq_pending_{false};  // srq_done_ holds completions not yet delivered
     std::atomic<std::uint32_t> srq_unwoken_{0};  // readers that send on another CQ (wait() looks in slices)
     std::mutex srq_mu_;
     std::vector<OfiQp*> srq_readers_;
-    std::deque<std::pair<std::uint64_t, Completion>> srq_done_;  // (posting sequence, completion)
+    // (posting sequence, completion); capacity reserved when the first reader comes, never grown by polls.
+    std::vector<std::pair<std::uint64_t, Completion>> srq_done_;
+    std::size_t srq_head_ = 0;  // next to deliver
     std::array<fi_cq_data_entry, 16> srq_entries_{};
 };
 

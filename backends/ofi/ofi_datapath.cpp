@@ -660,7 +660,22 @@ std::uint64_t OfiSrq::retire(SrqEntry& e) noexcept {
     return id;
 }
 
-// srq_mu_ held. Turns the entries of `qp`'s private CQ into completions naming `qp`.
+// srq_mu_ held. Room for completions in srq_done_ without allocating: what was delivered is dropped from
+// its front first.
+std::size_t OfiCq::srq_room() noexcept {
+    if (srq_head_ == srq_done_.size()) {
+        srq_done_.clear();
+        srq_head_ = 0;
+    } else if (srq_done_.size() == srq_done_.capacity() && srq_head_ != 0) {
+        srq_done_.erase(srq_done_.begin(), srq_done_.begin() + static_cast<std::ptrdiff_t>(srq_head_));
+        srq_head_ = 0;
+    }
+    return srq_done_.capacity() - srq_done_.size();
+}
+
+// srq_mu_ held. Turns the entries of `qp`'s private CQ into completions naming `qp`, as many as srq_done_
+// has room for: the rest wait in the private CQ, which holds every receive of the queue. `closing` (the
+// endpoint is closed, the private CQ goes next) reads everything.
 std::size_t OfiCq::read_srq_cq(OfiQp& qp, bool closing) noexcept {
     fid_cq* cq = qp.srq_cq();
     OfiSrq* srq = qp.srq();
@@ -668,13 +683,15 @@ std::size_t OfiCq::read_srq_cq(OfiQp& qp, bool closing) noexcept {
     std::size_t total = 0;
     auto push = [this](std::uint64_t seq, const Completion& c) noexcept {
         try {
-            srq_done_.emplace_back(seq, c);
+            srq_done_.emplace_back(seq, c);  // within capacity, except when closing
         } catch (...) {
-            // Out of memory: the completion is lost; the receive's entry is free again.
+            // Out of memory while closing: the completion is lost; the receive's entry is free again.
         }
     };
     for (;;) {
-        const ssize_t got = fi_cq_read(cq, srq_entries_.data(), srq_entries_.size());
+        const std::size_t room = closing ? srq_entries_.size() : std::min(srq_room(), srq_entries_.size());
+        if (room == 0) break;
+        const ssize_t got = fi_cq_read(cq, srq_entries_.data(), room);
         if (got > 0) {
             for (ssize_t i = 0; i < got; ++i) {
                 const fi_cq_data_entry& e = srq_entries_[static_cast<std::size_t>(i)];
@@ -700,7 +717,7 @@ std::size_t OfiCq::read_srq_cq(OfiQp& qp, bool closing) noexcept {
                 push(seq, c);
             }
             total += static_cast<std::size_t>(got);
-            if (static_cast<std::size_t>(got) < srq_entries_.size()) break;
+            if (static_cast<std::size_t>(got) < room) break;
             continue;
         }
         if (got != -FI_EAVAIL) break;
@@ -738,26 +755,26 @@ std::size_t OfiCq::pump_srq() noexcept {
     std::unique_lock lock(srq_mu_, std::try_to_lock);
     if (!lock.owns_lock()) return 0;
     std::size_t total = 0;
+    srq_room();  // compacts first, so that what this round reads is one range
     const std::size_t before = srq_done_.size();
     for (OfiQp* qp : srq_readers_) total += read_srq_cq(*qp, false);
     // Each QP's CQ keeps the order its receives completed in, but not the order between QPs: what this
     // round read leaves in the order the receives were posted, which is the order they were taken in.
-    if (srq_done_.size() - before > 1) {
-        std::stable_sort(srq_done_.begin() + static_cast<std::ptrdiff_t>(before), srq_done_.end(),
-                         [](const auto& a, const auto& b) { return a.first < b.first; });
+    // An insertion sort: the range is short, and neither allocates nor reorders equal keys.
+    for (std::size_t i = before + 1; i < srq_done_.size(); ++i) {
+        for (std::size_t j = i; j > before && srq_done_[j - 1].first > srq_done_[j].first; --j) {
+            std::swap(srq_done_[j - 1], srq_done_[j]);
+        }
     }
-    srq_pending_.store(!srq_done_.empty(), std::memory_order_release);
+    srq_pending_.store(srq_head_ != srq_done_.size(), std::memory_order_release);
     return total;
 }
 
 std::size_t OfiCq::deliver_srq(std::span<Completion> out, std::size_t n) noexcept {
     std::unique_lock lock(srq_mu_, std::try_to_lock);
     if (!lock.owns_lock()) return n;
-    while (n < out.size() && !srq_done_.empty()) {
-        out[n++] = srq_done_.front().second;
-        srq_done_.pop_front();
-    }
-    srq_pending_.store(!srq_done_.empty(), std::memory_order_release);
+    while (n < out.size() && srq_head_ != srq_done_.size()) out[n++] = srq_done_[srq_head_++].second;
+    srq_pending_.store(srq_head_ != srq_done_.size(), std::memory_order_release);
     return n;
 }
 

@@ -82,6 +82,10 @@ bool OfiCq::srq_wakes(const OfiQp& qp) const noexcept {
 
 void OfiCq::add_srq_reader(OfiQp* qp) {
     std::lock_guard lock(srq_mu_);
+    // Room for a full CQ's worth of receive completions read ahead of the application's polls.
+    const std::size_t want = std::max<std::size_t>(64, static_cast<std::size_t>(depth_) * 2);
+    if (srq_done_.capacity() < want) srq_done_.reserve(want);
+    srq_readers_.reserve(srq_readers_.size() + 1);
     srq_readers_.push_back(qp);
     srq_readers_n_.fetch_add(1, std::memory_order_acq_rel);
     if (!srq_wakes(*qp)) srq_unwoken_.fetch_add(1, std::memory_order_acq_rel);
@@ -95,7 +99,7 @@ void OfiCq::remove_srq_reader(OfiQp* qp) noexcept {
     srq_readers_.erase(it);
     srq_readers_n_.fetch_sub(1, std::memory_order_acq_rel);
     if (!srq_wakes(*qp)) srq_unwoken_.fetch_sub(1, std::memory_order_acq_rel);
-    srq_pending_.store(!srq_done_.empty(), std::memory_order_release);
+    srq_pending_.store(srq_head_ != srq_done_.size(), std::memory_order_release);
 }
 
 }  // namespace weft::ofi
