@@ -725,8 +725,8 @@ std::size_t OfiCq::read_srq_cq(OfiQp& qp, bool closing) noexcept {
         if (fi_cq_readerr(cq, &err, 0) < 0) break;
         ++total;
         if (trace_errors()) {
-            std::fprintf(stderr, "weft[ofi] srq cq error: qp %u context %p err %d (%s) prov_errno %d len %zu\n", qp.qp_num,
-                         err.op_context, err.err, fi_strerror(err.err), err.prov_errno, err.len);
+            std::fprintf(stderr, "weft[ofi] srq cq error: qp %u context %p err %d (%s) prov_errno %d len %zu\n",
+                         qp.qp_num, err.op_context, err.err, fi_strerror(err.err), err.prov_errno, err.len);
         }
         auto* entry = static_cast<SrqEntry*>(err.op_context);
         if (entry == nullptr) continue;
