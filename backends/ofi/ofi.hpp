@@ -8,6 +8,9 @@
 //   QPs bound to it, so completions leave in posting order whatever order the provider reports them in.
 // - OfiQp owns one endpoint (MSG: plus a passive endpoint for the connection handshake; RDM: plus an
 //   address vector) and two Rings of preallocated Slots, one per queue.
+// - OfiSrq owns one shared receive context (fi_srx_context) and its preallocated entries; a QP on it binds
+//   its endpoint to the context and its receives to a provider CQ of its own, which tells which QP took
+//   each receive (ofi_srq.cpp).
 #pragma once
 
 #include "ofi_wire.hpp"
@@ -107,6 +110,9 @@ struct Profile {
     bool rma_checked = false;
     // Writes, reads and atomics may be posted: the provider checks them, or unchecked_rma=on.
     bool rma = false;
+    // Shared receive contexts whose receives complete on the CQ bound to the endpoint that took them
+    // (Feature::srq; tcp): a QP's own receive CQ then names the QP.
+    bool srx = false;
     std::size_t inject_size = 0;
     std::size_t cq_data_size = 0;
     std::uint32_t iov_limit = 1;
@@ -218,6 +224,7 @@ private:
 
 class OfiCq;
 class OfiQp;
+class OfiSrq;
 struct Ring;
 struct Slot;
 
@@ -231,6 +238,7 @@ public:
     std::unique_ptr<detail::MrImpl> register_memory(void* addr, std::size_t length, Access access) override;
     std::shared_ptr<detail::CqImpl> create_cq(const CqOptions& options) override;
     std::unique_ptr<detail::QpImpl> create_qp(const detail::QpSetup& setup) override;
+    std::shared_ptr<detail::SrqImpl> create_srq(const SrqOptions& options) override;
     // weft::listen / weft::connect over a TCP rendezvous (ofi_cm.cpp).
     std::unique_ptr<detail::ListenerImpl> listen(const detail::HostPort& where) override;
     std::vector<std::byte> connect_to(detail::QpImpl& qp, const detail::HostPort& where,
@@ -383,6 +391,55 @@ struct Ring {
     Slot& at(std::uint64_t seq) noexcept { return slots[seq & mask]; }
 };
 
+// ---- Shared receive queue (ofi_srq.cpp)
+
+// One receive of a shared receive queue; the fi_context2 comes first, as in OpRef. Entries are only ever
+// read back from the private receive CQ of a QP on the queue, so nothing else arrives there.
+struct SrqEntry {
+    fi_context2 ctx;
+    std::uint64_t id = 0;
+    std::uint64_t seq = 0;  // position in the queue's posting order
+    iovec* iov = nullptr;   // the queue's, max_sge entries
+    void** desc = nullptr;
+    std::uint32_t next_free = 0;
+};
+
+// The most receives a shared receive queue holds: weft preallocates its entries (the providers' contexts
+// allocate theirs as receives are posted).
+inline constexpr std::uint32_t srq_max_wr = 1u << 16;
+
+class OfiSrq final : public detail::SrqImpl {
+public:
+    OfiSrq(std::shared_ptr<OfiDomain> dom, const SrqOptions& options);
+    ~OfiSrq() override;
+
+    PostStatus post_recv(std::span<const RecvRequest> batch) noexcept override;
+    void arm_limit(std::uint32_t limit) override;
+
+    fid_ep* fid() const noexcept { return srx_.get(); }
+    const OfiDomain* owner() const noexcept { return dom_.get(); }
+    // A receive came back from the provider (taken by a QP, or cancelled): frees its entry, and pushes
+    // srq_limit_reached when fewer receives than an armed limit remain. Returns the receive's id.
+    std::uint64_t retire(SrqEntry& e) noexcept;
+    // Whether receives are posted and not yet come back (any thread).
+    bool holds_receives() const noexcept { return held_.load(std::memory_order_relaxed) != 0; }
+
+private:
+    static constexpr std::uint32_t no_entry = ~0u;
+
+    std::shared_ptr<OfiDomain> dom_;
+    Fid<fid_ep> srx_;
+    std::unique_ptr<SrqEntry[]> entries_;
+    std::unique_ptr<iovec[]> iovs_;
+    std::unique_ptr<void*[]> descs_;
+    std::mutex mu_;                  // posts, retires and the limit (several QPs' CQs retire at once)
+    std::uint32_t free_top_ = 0;     // mu_
+    std::uint32_t outstanding_ = 0;  // posted, not yet retired (mu_)
+    std::atomic<std::uint32_t> held_{0};  // outstanding_, for readers without mu_
+    std::uint32_t limit_ = 0;        // armed limit, 0: disarmed (mu_)
+    std::uint64_t next_seq_ = 0;     // mu_
+};
+
 // ---- Completion queue
 
 class OfiCq final : public detail::CqImpl {
@@ -426,6 +483,11 @@ public:
     // (the verbs provider: see CqEntries). release() gives them back.
     void reserve(std::uint32_t n, std::string_view queue);
     void release(std::uint32_t n) noexcept { reserved_.fetch_sub(n, std::memory_order_acq_rel); }
+    // QPs on a shared receive queue whose receives complete here: their private provider CQs are read by
+    // this CQ's consumer (pump) after its own.
+    void add_srq_reader(OfiQp* qp);
+    // Reads what is left in `qp`'s private CQ (its endpoint is closed) and forgets it.
+    void remove_srq_reader(OfiQp* qp) noexcept;
     // QPs with a queue on this CQ (their loss is handled, and their local peers kicked, by its consumer).
     void bind(OfiQp* qp);
     void unbind(OfiQp* qp) noexcept;
@@ -444,6 +506,8 @@ public:
     // caller closes an endpoint bound to it (ofi_rxm faults when an endpoint closes under a concurrent
     // fi_cq_read).
     std::unique_lock<std::mutex> quiesce() { return std::unique_lock(progress_mu_); }
+    // Likewise for the private CQs of the QPs on a shared receive queue that this CQ reads.
+    std::unique_lock<std::mutex> quiesce_srq() { return std::unique_lock(srq_mu_); }
 
 private:
     std::size_t poll_here(std::span<Completion> out) noexcept;
@@ -461,6 +525,13 @@ private:
     void idle() noexcept;
     void rearm() noexcept;
     void handle_losses() noexcept;
+    std::size_t pump_srq() noexcept;
+    std::size_t srq_room() noexcept;
+    bool srq_wakes(const OfiQp& qp) const noexcept;
+    // `closing`: the QP's endpoint is closed; what is left completes flushed.
+    std::size_t read_srq_cq(OfiQp& qp, bool closing) noexcept;
+    bool srq_ready() noexcept;
+    std::size_t deliver_srq(std::span<Completion> out, std::size_t n) noexcept;
 
     std::shared_ptr<OfiDomain> dom_;
     const Profile* profile_;
@@ -486,6 +557,17 @@ private:
     std::mutex progress_mu_;  // provider calls from other threads (kicks, the service thread)
     std::mutex bound_mu_;
     std::vector<OfiQp*> bound_;
+    // Shared-receive-queue completions: read from the readers' private CQs into srq_done_ in the order
+    // they were read, delivered before the rings' (srq_mu_).
+    std::atomic<std::uint32_t> srq_readers_n_{0};
+    std::atomic<bool> srq_pending_{false};  // srq_done_ holds completions not yet delivered
+    std::atomic<std::uint32_t> srq_unwoken_{0};  // readers that send on another CQ (wait() looks in slices)
+    std::mutex srq_mu_;
+    std::vector<OfiQp*> srq_readers_;
+    // (posting sequence, completion); capacity reserved when the first reader comes, never grown by polls.
+    std::vector<std::pair<std::uint64_t, Completion>> srq_done_;
+    std::size_t srq_head_ = 0;  // next to deliver
+    std::array<fi_cq_data_entry, 16> srq_entries_{};
 };
 
 // ---- Queue pair
@@ -555,15 +637,20 @@ public:
     // to error (requests the provider finished before keep their status). Returns false to be called again.
     bool handle_loss(std::chrono::steady_clock::time_point now) noexcept;
     bool lost() const noexcept { return peer_lost_.load(std::memory_order_acquire); }
-    // Whether a request of either queue is posted and not yet delivered to the application.
+    // Whether a request of either queue is posted and not yet delivered to the application; for a QP on a
+    // shared receive queue, whether the queue holds receives (as a QP's own posted receives count).
     bool outstanding() const noexcept {
         return send_.tail.load(std::memory_order_relaxed) != send_.delivered.load(std::memory_order_relaxed) ||
-               recv_.tail.load(std::memory_order_relaxed) != recv_.delivered.load(std::memory_order_relaxed);
+               recv_.tail.load(std::memory_order_relaxed) != recv_.delivered.load(std::memory_order_relaxed) ||
+               (srq_ && srq_->holds_receives());
     }
     // Progresses the CQs of the connected peer QP when it lives in this process.
     void kick_local_peer() noexcept;
     bool has_local_peer() const noexcept { return local_peer_linked_.load(std::memory_order_acquire); }
     std::array<std::shared_ptr<OfiCq>, 2> cqs() const { return {send_cq_, recv_cq_}; }
+    // The private provider CQ of a QP on a shared receive queue (null otherwise), read by its receive CQ.
+    fid_cq* srq_cq() const noexcept { return srq_cq_.get(); }
+    OfiSrq* srq() const noexcept { return srq_.get(); }
     bool in_error() const noexcept { return error_.load(std::memory_order_acquire); }
     std::uint64_t nonce() const noexcept { return nonce_; }
     std::uint64_t peer_nonce() const noexcept { return peer_nonce_.load(std::memory_order_acquire); }
@@ -611,6 +698,10 @@ private:
     const Profile& profile_;
     Capabilities dcaps_;
 
+    // With a shared receive queue: the queue (kept alive while the QP lives) and the provider CQ the
+    // endpoint's receives complete on. Declared before ep_, so that they close after it.
+    std::shared_ptr<OfiSrq> srq_;
+    Fid<fid_cq> srq_cq_;
     Fid<fid_eq> eq_;
     Fid<fid_pep> pep_;
     Fid<fid_av> av_;

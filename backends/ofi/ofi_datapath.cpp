@@ -498,6 +498,10 @@ PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
 }
 
 PostStatus OfiQp::post_recv(std::span<const RecvRequest> batch) noexcept {
+    if (srq_ && !batch.empty()) {
+        return PostStatus::invalid(0, "this QP takes its receives from a shared receive queue; post them there "
+                                      "(SharedReceiveQueue::post_recv)");
+    }
     if (auto st = detail::validate_recv_batch(batch, caps); !st) return st;
     if (batch.empty()) return PostStatus::ok();
     Ring& r = recv_;
@@ -544,6 +548,17 @@ void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason)
     send_.direct.store(false, std::memory_order_release);
     recv_.direct.store(false, std::memory_order_release);
     cancel_receives();
+    if (srq_) {
+        // The endpoint would go on taking the shared queue's receives for the peer's messages: its
+        // connection ends here (the peer's requests fail as after a loss), what it had taken comes back
+        // flushed, and the queue's other receives stay for the other QPs. Then Last WQE Reached.
+        if (ep_ready_.load(std::memory_order_acquire) && ep_) fi_shutdown(ep_.get(), 0);
+        AsyncEvent ev;
+        ev.type = EventType::qp_last_wqe_reached;
+        ev.qp_num = qp_num;
+        ev.what = "last WQE reached (the QP on a shared receive queue is in error)";
+        dom_->push_event(ev);
+    }
     // The peer's requests from now on must fail as they would against an RC QP in error: its liveness
     // connection breaks (across processes), a peer in this process is told at once.
     close_liveness_listener();
@@ -564,6 +579,203 @@ void OfiQp::lower_origin(Slot& s) noexcept {
 void OfiQp::cancel_receives() noexcept {
     if (!ep_ready_.load(std::memory_order_acquire) || !ep_) return;
     for (std::uint32_t i = 0; i <= recv_.mask; ++i) fi_cancel(&ep_->fid, &recv_.slots[i].ops[0]);
+}
+
+
+// ---- Shared receive queue
+
+// Segments are checked here, at post: the provider's context cannot fail one receive at the QP that takes
+// it (ibv_post_srq_recv accepts them, and the taking QP fails with local_protection).
+PostStatus OfiSrq::post_recv(std::span<const RecvRequest> batch) noexcept {
+    if (auto st = detail::validate_srq_batch(batch, max_sge); !st) return st;
+    if (batch.empty()) return PostStatus::ok();
+    const MrTable& mrs = dom_->mrs();
+    for (std::uint32_t i = 0; i < batch.size(); ++i) {
+        for (const LocalSegment& g : batch[i].segments()) {
+            if (g.length == 0) continue;
+            const MrEntry* e = mrs.find(g.lkey);
+            if (e == nullptr || g.addr < e->addr || g.addr - e->addr > e->length ||
+                g.length > e->length - (g.addr - e->addr) || !e->local_write) {
+                return PostStatus::invalid(i, "a segment lies outside its region, or the region lacks local_write");
+            }
+        }
+    }
+    std::lock_guard lock(mu_);
+    if (outstanding_ + batch.size() > max_recv) return PostStatus::queue_full();
+    for (std::uint32_t i = 0; i < batch.size(); ++i) {
+        const std::uint32_t at = free_top_;
+        SrqEntry& e = entries_[at];
+        std::uint32_t n = 0;
+        for (const LocalSegment& g : batch[i].segments()) {
+            if (g.length == 0) continue;
+            e.iov[n].iov_base = reinterpret_cast<void*>(g.addr);
+            e.iov[n].iov_len = g.length;
+            e.desc[n] = mrs.find(g.lkey)->desc;
+            ++n;
+        }
+        e.id = batch[i].id;
+        e.seq = next_seq_;
+        fi_msg m{e.iov, e.desc, n, FI_ADDR_UNSPEC, &e.ctx, 0};
+        long ret = fi_recvmsg(srx_.get(), &m, FI_COMPLETION);
+        for (int tries = 0; ret == -FI_EAGAIN && tries < 1000; ++tries) {
+            std::this_thread::yield();
+            ret = fi_recvmsg(srx_.get(), &m, FI_COMPLETION);
+        }
+        if (ret != 0) {
+            // The provider's context allocates its entries as it goes; it refuses only when memory runs out.
+            // The receives before this one stay posted.
+            return PostStatus::invalid(i, "the provider's shared receive context refused the receive (out of memory)");
+        }
+        free_top_ = e.next_free;
+        ++outstanding_;
+        ++next_seq_;
+        held_.store(outstanding_, std::memory_order_relaxed);
+    }
+    service::nudge();  // the QPs on the queue have receives out now: the service thread's rounds may matter
+    return PostStatus::ok();
+}
+
+std::uint64_t OfiSrq::retire(SrqEntry& e) noexcept {
+    bool fire = false;
+    std::uint64_t id = 0;
+    {
+        std::lock_guard lock(mu_);
+        id = e.id;
+        e.next_free = free_top_;
+        free_top_ = static_cast<std::uint32_t>(&e - entries_.get());
+        --outstanding_;
+        held_.store(outstanding_, std::memory_order_relaxed);
+        if (limit_ != 0 && outstanding_ < limit_) {
+            limit_ = 0;
+            fire = true;
+        }
+    }
+    if (fire) {
+        AsyncEvent ev;
+        ev.type = EventType::srq_limit_reached;
+        ev.srq_num = srq_num;
+        ev.what = "shared receive queue below its limit";
+        dom_->push_event(ev);
+    }
+    return id;
+}
+
+// srq_mu_ held. Room for completions in srq_done_ without allocating: what was delivered is dropped from
+// its front first.
+std::size_t OfiCq::srq_room() noexcept {
+    if (srq_head_ == srq_done_.size()) {
+        srq_done_.clear();
+        srq_head_ = 0;
+    } else if (srq_done_.size() == srq_done_.capacity() && srq_head_ != 0) {
+        srq_done_.erase(srq_done_.begin(), srq_done_.begin() + static_cast<std::ptrdiff_t>(srq_head_));
+        srq_head_ = 0;
+    }
+    return srq_done_.capacity() - srq_done_.size();
+}
+
+// srq_mu_ held. Turns the entries of `qp`'s private CQ into completions naming `qp`, as many as srq_done_
+// has room for: the rest wait in the private CQ, which holds every receive of the queue. `closing` (the
+// endpoint is closed, the private CQ goes next) reads everything.
+std::size_t OfiCq::read_srq_cq(OfiQp& qp, bool closing) noexcept {
+    fid_cq* cq = qp.srq_cq();
+    OfiSrq* srq = qp.srq();
+    if (cq == nullptr || srq == nullptr) return 0;
+    std::size_t total = 0;
+    auto push = [this](std::uint64_t seq, const Completion& c) noexcept {
+        try {
+            srq_done_.emplace_back(seq, c);  // within capacity, except when closing
+        } catch (...) {
+            // Out of memory while closing: the completion is lost; the receive's entry is free again.
+        }
+    };
+    for (;;) {
+        const std::size_t room = closing ? srq_entries_.size() : std::min(srq_room(), srq_entries_.size());
+        if (room == 0) break;
+        const ssize_t got = fi_cq_read(cq, srq_entries_.data(), room);
+        if (got > 0) {
+            for (ssize_t i = 0; i < got; ++i) {
+                const fi_cq_data_entry& e = srq_entries_[static_cast<std::size_t>(i)];
+                auto* entry = static_cast<SrqEntry*>(e.op_context);
+                if (entry == nullptr) continue;
+                Completion c{};
+                c.status = WcStatus::success;
+                c.qp_num = qp.qp_num;
+                c.opcode = Opcode::recv;
+                c.byte_len = static_cast<std::uint32_t>(e.len);
+                if ((e.flags & FI_REMOTE_CQ_DATA) != 0) {
+                    c.has_imm = true;
+                    c.imm = static_cast<std::uint32_t>(e.data);
+                    if (profile_->emulated_imm && (e.data & imm_marker_bit) != 0) {
+                        c.opcode = Opcode::recv_rdma_with_imm;
+                        c.byte_len = static_cast<std::uint32_t>((e.data >> 32) & emulated_imm_max_length);
+                    } else if ((e.flags & FI_RMA) != 0) {
+                        c.opcode = Opcode::recv_rdma_with_imm;
+                    }
+                }
+                const std::uint64_t seq = entry->seq;
+                c.id = srq->retire(*entry);
+                push(seq, c);
+            }
+            total += static_cast<std::size_t>(got);
+            if (static_cast<std::size_t>(got) < room) break;
+            continue;
+        }
+        if (got != -FI_EAVAIL) break;
+        fi_cq_err_entry err{};
+        if (fi_cq_readerr(cq, &err, 0) < 0) break;
+        ++total;
+        if (trace_errors()) {
+            std::fprintf(stderr, "weft[ofi] srq cq error: qp %u context %p err %d (%s) prov_errno %d len %zu\n",
+                         qp.qp_num, err.op_context, err.err, fi_strerror(err.err), err.prov_errno, err.len);
+        }
+        auto* entry = static_cast<SrqEntry*>(err.op_context);
+        if (entry == nullptr) continue;
+        const int code = err.err < 0 ? -err.err : err.err;
+        const int prov = err.prov_errno < 0 ? -err.prov_errno : err.prov_errno;
+        WcStatus st = WcStatus::flushed;
+        if (!closing && !qp.in_error()) {
+            // The receive failed while the QP was still up: it is the error's origin (as absorb_error).
+            st = map_error(*profile_, code, err.prov_errno);
+            if (code == FI_ECANCELED || st == WcStatus::flushed) st = WcStatus::transport_retry_exceeded;
+            qp.enter_error(qp.recv_, qp.recv_.tail.load(std::memory_order_acquire), st);
+        }
+        Completion c{};
+        c.status = st;
+        c.qp_num = qp.qp_num;
+        c.opcode = Opcode::recv;
+        if (st != WcStatus::flushed) c.vendor_err = static_cast<std::uint32_t>(prov != 0 ? prov : code);
+        const std::uint64_t seq = entry->seq;
+        c.id = srq->retire(*entry);
+        push(seq, c);
+    }
+    return total;
+}
+
+std::size_t OfiCq::pump_srq() noexcept {
+    std::unique_lock lock(srq_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return 0;
+    std::size_t total = 0;
+    srq_room();  // compacts first, so that what this round reads is one range
+    const std::size_t before = srq_done_.size();
+    for (OfiQp* qp : srq_readers_) total += read_srq_cq(*qp, false);
+    // Each QP's CQ keeps the order its receives completed in, but not the order between QPs: what this
+    // round read leaves in the order the receives were posted, which is the order they were taken in.
+    // An insertion sort: the range is short, and neither allocates nor reorders equal keys.
+    for (std::size_t i = before + 1; i < srq_done_.size(); ++i) {
+        for (std::size_t j = i; j > before && srq_done_[j - 1].first > srq_done_[j].first; --j) {
+            std::swap(srq_done_[j - 1], srq_done_[j]);
+        }
+    }
+    srq_pending_.store(srq_head_ != srq_done_.size(), std::memory_order_release);
+    return total;
+}
+
+std::size_t OfiCq::deliver_srq(std::span<Completion> out, std::size_t n) noexcept {
+    std::unique_lock lock(srq_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return n;
+    while (n < out.size() && srq_head_ != srq_done_.size()) out[n++] = srq_done_[srq_head_++].second;
+    srq_pending_.store(srq_head_ != srq_done_.size(), std::memory_order_release);
+    return n;
 }
 
 // ---- Completion queue
@@ -587,6 +799,8 @@ void OfiCq::kick_local_peers() noexcept {
 
 bool OfiCq::round_needed() noexcept {
     if (inbox_.load(std::memory_order_acquire) != nullptr) return true;
+    // Receives of a shared queue may complete at any time on private CQs that do not wake this one.
+    if (srq_unwoken_.load(std::memory_order_relaxed) != 0) return true;
     const bool native = wait_fd_ >= 0;
     if (native && local_links_.load(std::memory_order_relaxed) == 0) return false;
     std::unique_lock lock(bound_mu_, std::try_to_lock);
@@ -609,6 +823,11 @@ bool OfiCq::local_peer_outstanding() noexcept {
 
 bool OfiCq::service_round() noexcept {
     if (local_links_.load(std::memory_order_relaxed) != 0) kick_local_peers();
+    if (srq_unwoken_.load(std::memory_order_relaxed) != 0 && !signaled_.load(std::memory_order_acquire) &&
+        (pump_srq() > 0 || srq_pending_.load(std::memory_order_acquire))) {
+        wake();
+        return true;
+    }
     if (wait_fd_ >= 0) return false;  // the provider wakes the descriptor itself
     if (signaled_.load(std::memory_order_acquire)) return false;  // the application has not polled yet
     if (inbox_.load(std::memory_order_acquire) != nullptr || kick()) {
@@ -767,11 +986,13 @@ std::size_t OfiCq::pump() noexcept {
         }
         break;
     }
+    if (srq_readers_n_.load(std::memory_order_acquire) != 0) total += pump_srq();
     return total;
 }
 
 // Delivers the finished prefix of each ready ring into out[n..].
 std::size_t OfiCq::deliver(std::span<Completion> out, std::size_t n) noexcept {
+    if (srq_pending_.load(std::memory_order_acquire)) n = deliver_srq(out, n);
     while (ready_head_ != nullptr && n < out.size()) {
         Ring& r = *ready_head_;
         const bool qp_error = r.qp->in_error();
@@ -821,6 +1042,7 @@ std::size_t OfiCq::deliver(std::span<Completion> out, std::size_t n) noexcept {
 
 // Whether poll() would return something now, without consuming it.
 bool OfiCq::deliverable() noexcept {
+    if (srq_pending_.load(std::memory_order_acquire)) return true;
     take_inbox();
     for (Ring* r = ready_head_; r != nullptr; r = r->ready_next) {
         const bool qp_error = r->qp->in_error();
@@ -885,7 +1107,12 @@ std::size_t OfiCq::poll(std::span<Completion> out) noexcept { return poll_here(o
 
 // One round of wait(): true when poll() would return something.
 bool OfiCq::wait_step() noexcept {
-    if (deliverable()) return true;
+    if (deliverable()) {
+        // Completions wait to be polled, but the provider still moves data only inside calls on its CQs:
+        // a wait(0) that leaves them is the caller's way to let this side progress (tcp, shm, rxm).
+        kick();
+        return true;
+    }
     pump();
     if (loss_pending_.load(std::memory_order_relaxed)) handle_losses();
     if (registry::attention_pending()) registry::drive_all(true);
@@ -914,7 +1141,7 @@ bool OfiCq::wait(std::chrono::nanoseconds timeout) {
         // Short slices only while this thread's kicks may be needed (a peer in this process has work) or
         // a QP needs driving; otherwise the provider's descriptor wakes us.
         const bool busy = registry::attention_pending() || loss_pending_.load(std::memory_order_relaxed) ||
-                          local_peer_outstanding();
+                          local_peer_outstanding() || srq_unwoken_.load(std::memory_order_relaxed) != 0;
         std::chrono::nanoseconds slice = std::min(left, pause);
         if (wait_fd_ >= 0 && !busy) slice = left;
         if (wait_fd_ >= 0) {

@@ -111,6 +111,13 @@ std::set<std::string> provider_domains(const std::string& provider) {
     return names;
 }
 
+// Providers whose shared receive context reports each receive on the receive CQ bound to the endpoint that
+// took it, so that a CQ per endpoint tells which QP took it (tcp 1.17: its progress engine completes a
+// receive on the taking endpoint's rx_cq).
+bool srx_per_endpoint(const Profile& p) {
+    return p.ep_type == FI_EP_MSG && (p.provider == "tcp" || p.provider == "sockets");
+}
+
 bool uses_sockets(std::string_view provider) {
     return provider.rfind("tcp", 0) == 0 || provider.rfind("sockets", 0) == 0 || provider.rfind("udp", 0) == 0;
 }
@@ -264,6 +271,16 @@ OfiDomain::OfiDomain(const Config& cfg) {
         Fid<fid_cq> hold(probe_cq);
         int fd = -1;
         profile_.wait_fd = fi_control(&probe_cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0;
+    }
+    // Shared receive contexts: where the provider offers them to MSG endpoints and reports a receive on the
+    // receive CQ of the endpoint that took it (see ofi_srq.cpp; what each provider does is in
+    // docs/backends/ofi.md). The probe opens one and closes it.
+    if (srx_per_endpoint(profile_)) {
+        fid_ep* srx = nullptr;
+        if (fi_srx_context(domain_.get(), info_->rx_attr, &srx, nullptr) == 0) {
+            fi_close(&srx->fid);
+            profile_.srx = true;
+        }
     }
     // shm's senders only raise a flag in the receiver's shared memory: its descriptor never wakes by itself.
     profile_.native_wait = profile_.wait_fd && profile_.provider != "shm";
@@ -487,10 +504,15 @@ void OfiDomain::fill_capabilities() {
     // service thread otherwise (shm; OfiCq::fd()).
     add(Feature::cq_fd);
     add(Feature::listener);  // a TCP rendezvous for the QP addresses (ofi_cm.cpp)
+    if (p.srx) add(Feature::srq);  // over fi_srx_context (ofi_srq.cpp)
     caps.features = f;
     caps.max_qp_wr = static_cast<std::uint32_t>(
         std::min<std::size_t>({i.tx_attr->size, i.rx_attr->size, std::numeric_limits<std::uint32_t>::max()}));
     caps.max_sge = p.iov_limit;
+    if (p.srx) {
+        caps.max_srq_wr = srq_max_wr;
+        caps.max_srq_sge = p.iov_limit;
+    }
     caps.max_inline = static_cast<std::uint32_t>(std::min<std::size_t>(p.inject_size, 1u << 16));
     caps.max_cqe = 1u << 20;
     caps.max_msg_size = std::min<std::uint64_t>(i.ep_attr->max_msg_size, std::numeric_limits<std::uint32_t>::max());

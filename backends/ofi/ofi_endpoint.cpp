@@ -167,20 +167,35 @@ OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
         live_per_try_ = std::chrono::nanoseconds(4096ll << std::min<int>(o.timeout, 31));
         live_tries_ = o.retry_cnt + 1u;
     }
+    if (setup.srq) {
+        srq_ = std::dynamic_pointer_cast<OfiSrq>(setup.srq);
+        if (!srq_ || srq_->owner() != dom_.get()) {
+            throw Error(Errc::invalid_argument, "srq was not created by this ofi domain", backend_name, "create_qp");
+        }
+        // The endpoint's receives complete on a provider CQ of the QP's own: its entries name this QP
+        // (ofi_srq.cpp). The same wait object as the weft CQs: tcp adds its socket to the receive CQ's.
+        fi_cq_attr attr{};
+        attr.size = std::max<std::size_t>(64, static_cast<std::size_t>(srq_->max_recv) * 2);
+        attr.format = FI_CQ_FORMAT_DATA;
+        attr.wait_obj = profile_.native_wait ? FI_WAIT_FD : FI_WAIT_NONE;
+        fid_cq* cq = nullptr;
+        check(fi_cq_open(dom_->domain(), &attr, &cq, nullptr), "fi_cq_open", "create_qp", "the QP's receive CQ");
+        srq_cq_.reset(cq);
+    }
     caps.max_send = o.max_send;
-    caps.max_recv = o.max_recv;
+    caps.max_recv = srq_ ? 0 : o.max_recv;
     caps.max_sge = o.max_sge;  // exactly what was asked, so that validation enforces it
     caps.max_inline = o.max_inline;  // what was asked: the ring keeps max_inline bytes per slot
     if (profile_.provider == "verbs") {
         send_entries_.take(*send_cq_, o.max_send, "send");
-        recv_entries_.take(*recv_cq_, o.max_recv, "receive");
+        if (!srq_) recv_entries_.take(*recv_cq_, o.max_recv, "receive");
     }
     init_ring(send_, this, send_cq_.get(), true, o.max_send, caps.max_sge);
     if (o.max_inline > 0) {
         send_.inline_size = o.max_inline;
         send_.inline_store = std::make_unique<std::byte[]>(static_cast<std::size_t>(send_.mask + 1) * o.max_inline);
     }
-    init_ring(recv_, this, recv_cq_.get(), false, o.max_recv, caps.max_sge);
+    init_ring(recv_, this, recv_cq_.get(), false, caps.max_recv, caps.max_sge);
 
     fi_eq_attr eq_attr{};
     eq_attr.size = 64;
@@ -210,10 +225,12 @@ OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
         encode_address();
         send_cq_->bind(this);
         if (recv_cq_ != send_cq_) recv_cq_->bind(this);
+        if (srq_) recv_cq_->add_srq_reader(this);
         registry::add_live(this);
     } catch (...) {
         send_cq_->unbind(this);
         recv_cq_->unbind(this);
+        if (srq_) recv_cq_->remove_srq_reader(this);
         close_liveness_listener();
         throw;
     }
@@ -297,7 +314,11 @@ void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
     } else {
         check(fi_ep_bind(ep, &av_->fid, 0), "fi_ep_bind(av)", "create_qp");
     }
-    if (send_cq_ == recv_cq_) {
+    if (srq_) {
+        check(fi_ep_bind(ep, &send_cq_->fid()->fid, FI_TRANSMIT), "fi_ep_bind(send cq)", "create_qp");
+        check(fi_ep_bind(ep, &srq_cq_->fid, FI_RECV), "fi_ep_bind(the QP's receive cq)", "create_qp");
+        check(fi_ep_bind(ep, &srq_->fid()->fid, 0), "fi_ep_bind(srx)", "create_qp");
+    } else if (send_cq_ == recv_cq_) {
         check(fi_ep_bind(ep, &send_cq_->fid()->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)", "create_qp");
     } else {
         check(fi_ep_bind(ep, &send_cq_->fid()->fid, FI_TRANSMIT), "fi_ep_bind(send cq)", "create_qp");
@@ -743,8 +764,16 @@ OfiQp::~OfiQp() {
         auto quiet_first = first->quiesce();
         std::unique_lock<std::mutex> quiet_second;
         if (second != first) quiet_second = second->quiesce();
+        // A QP on a shared receive queue: its receive CQ's consumer may be reading the private CQ.
+        std::unique_lock<std::mutex> quiet_srq;
+        if (srq_) quiet_srq = recv_cq_->quiesce_srq();
         ep_.reset();
         pep_.reset();
+    }
+    if (srq_) {
+        // Receives the endpoint had taken come back as it closes: they complete flushed, naming this QP.
+        recv_cq_->remove_srq_reader(this);
+        srq_cq_.reset();
     }
     send_cq_->drain_provider();
     if (recv_cq_ != send_cq_) recv_cq_->drain_provider();

@@ -4,7 +4,11 @@
 // handshake is done; whatever the QP still needs then (the handshake driven, the send handed over, the
 // provider progressed) must happen while both programs sleep, and make their descriptors fire.
 //
-//   weft-ofi-fd-wait CONFIG
+//   weft-ofi-fd-wait CONFIG [srq]
+//
+// With `srq` the receiver's QP takes its receive from a shared receive queue and completes it on a CQ of its
+// own (not the one it sends on): no provider wakes that CQ's descriptor for it, the service thread must read
+// the QP's private CQ (docs/backends/ofi.md, "Shared receive queues").
 //
 // The two sides fork before either opens anything, exchange addresses through pipes, and each checks what it
 // sees: the sender its send's completion, the receiver its receive's completion and the bytes. Exits 0 only
@@ -61,15 +65,25 @@ weft::Completion wait_on_fd(weft::CompletionQueue& cq, const char* side) {
     }
 }
 
-int run_side(bool sender, int in, int out, const std::string& config) {
+int run_side(bool sender, int in, int out, const std::string& config, bool use_srq) {
     const char* side = sender ? "sender" : "receiver";
     try {
         weft::Domain dom = weft::open(config);
-        auto cq = dom.create_cq({.depth = 16});
-        auto qp = dom.create_qp({.send_cq = cq, .recv_cq = cq});
+        const bool shared = use_srq && !sender;
+        auto own_send_cq = dom.create_cq({.depth = 16});
+        weft::CompletionQueue own_recv_cq;
+        if (shared) own_recv_cq = dom.create_cq({.depth = 16});
+        weft::CompletionQueue& send_cq = own_send_cq;
+        weft::CompletionQueue& cq = shared ? own_recv_cq : own_send_cq;
+        weft::SharedReceiveQueue srq;
+        if (shared) srq = dom.create_srq({.max_recv = 4});
+        weft::QpOptions options{.send_cq = send_cq, .recv_cq = cq};
+        if (shared) options.srq = srq;
+        auto qp = dom.create_qp(options);
         std::vector<std::byte> buf(4096);
         auto mr = dom.register_memory(buf, weft::all_access);
-        if (!sender && !qp.post_recv({weft::recv(1, mr.slice(0, 64))})) throw std::runtime_error("receive refused");
+        const weft::RecvRequest r[1] = {weft::recv(1, mr.slice(0, 64))};
+        if (!sender && !(shared ? srq.post_recv(r) : qp.post_recv(r))) throw std::runtime_error("receive refused");
         const auto ours = qp.address();
         const auto size = static_cast<std::uint32_t>(ours.size());
         write_all(out, &size, sizeof size);
@@ -86,7 +100,7 @@ int run_side(bool sender, int in, int out, const std::string& config) {
         }
         const weft::Completion c = wait_on_fd(cq, side);
         const std::uint64_t want = sender ? 7 : 1;
-        if (c.id != want || !c.ok()) {
+        if (c.id != want || !c.ok() || (shared && c.qp_num != qp.qp_num())) {
             std::fprintf(stderr, "%s: completion id %llu (expected %llu), status %s\n", side,
                          static_cast<unsigned long long>(c.id), static_cast<unsigned long long>(want),
                          std::string(weft::to_string(c.status)).c_str());
@@ -111,11 +125,12 @@ int run_side(bool sender, int in, int out, const std::string& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: weft-ofi-fd-wait CONFIG\n");
+    if (argc < 2 || argc > 3 || (argc == 3 && std::strcmp(argv[2], "srq") != 0)) {
+        std::fprintf(stderr, "usage: weft-ofi-fd-wait CONFIG [srq]\n");
         return 2;
     }
     const std::string config = argv[1];
+    const bool use_srq = argc == 3;
     int to_receiver[2], to_sender[2];
     if (::pipe(to_receiver) != 0 || ::pipe(to_sender) != 0) {
         std::perror("pipe");
@@ -128,11 +143,11 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (pid == 0) {
-        const int rc = run_side(false, to_receiver[0], to_sender[1], config);
+        const int rc = run_side(false, to_receiver[0], to_sender[1], config, use_srq);
         std::fflush(nullptr);
         ::_exit(rc);
     }
-    const int rc = run_side(true, to_sender[0], to_receiver[1], config);
+    const int rc = run_side(true, to_sender[0], to_receiver[1], config, use_srq);
     ::close(to_receiver[1]);  // a receiver still waiting on the pipe sees the sender gone
     int status = 0;
     ::waitpid(pid, &status, 0);

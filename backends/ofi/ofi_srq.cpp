@@ -1,0 +1,105 @@
+// Shared-receive-queue setup of the ofi backend: the queue over a shared receive context (fi_srx_context),
+// its limit, and the registration of a QP's private receive CQ with the weft CQ that reads it. Posting and
+// completions are in ofi_datapath.cpp.
+//
+// A receive posted to the context is taken, in posting order, by whichever endpoint's message arrives
+// first; the provider reports it on that endpoint's receive CQ with the receive's context and nothing that
+// names the endpoint. A QP on the queue therefore binds its receives to a provider CQ of its own (opened
+// with the QP), and the weft CQ it was given as recv_cq reads those after its own: the CQ an entry comes
+// from names the QP that took the receive (docs/backends/ofi.md, "Shared receive queues").
+#include "ofi.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace weft::ofi {
+
+OfiSrq::OfiSrq(std::shared_ptr<OfiDomain> dom, const SrqOptions& options) : dom_(std::move(dom)) {
+    static std::atomic<std::uint32_t> next_srq_num{1};
+    srq_num = next_srq_num.fetch_add(1, std::memory_order_relaxed);
+    max_recv = options.max_recv;
+    max_sge = options.max_sge;
+    fi_rx_attr attr = *dom_->info()->rx_attr;
+    attr.size = std::max<std::size_t>(attr.size, options.max_recv);
+    attr.iov_limit = std::max<std::size_t>(1, options.max_sge);
+    fid_ep* srx = nullptr;
+    check(fi_srx_context(dom_->domain(), &attr, &srx, this), "fi_srx_context", "create_srq",
+          "max_recv " + std::to_string(options.max_recv) + ", max_sge " + std::to_string(options.max_sge));
+    srx_.reset(srx);
+    entries_ = std::make_unique<SrqEntry[]>(max_recv);
+    iovs_ = std::make_unique<iovec[]>(static_cast<std::size_t>(max_recv) * max_sge);
+    descs_ = std::make_unique<void*[]>(static_cast<std::size_t>(max_recv) * max_sge);
+    for (std::uint32_t i = 0; i < max_recv; ++i) {
+        SrqEntry& e = entries_[i];
+        e.iov = &iovs_[static_cast<std::size_t>(i) * max_sge];
+        e.desc = &descs_[static_cast<std::size_t>(i) * max_sge];
+        e.next_free = i + 1 < max_recv ? i + 1 : no_entry;
+    }
+    free_top_ = 0;
+    if (options.limit != 0) arm_limit(options.limit);
+}
+
+OfiSrq::~OfiSrq() {
+    // Every QP on the queue is gone (each held it) and its private CQ was read to the end: the receives
+    // still posted are dropped with the context, as ibv_destroy_srq drops them.
+    srx_.reset();
+}
+
+// The core has checked limit <= max_recv. The count is taken when a receive comes back from the provider.
+void OfiSrq::arm_limit(std::uint32_t limit) {
+    std::lock_guard lock(mu_);
+    limit_ = limit;
+}
+
+std::shared_ptr<detail::SrqImpl> OfiDomain::create_srq(const SrqOptions& options) {
+    if (!caps.has(Feature::srq)) {
+        std::string why;
+        if (profile_.provider.find(";ofi_rxm") != std::string::npos) {
+            why = "ofi_rxm has no shared receive context (fi_srx_context returns -FI_ENOSYS)";
+        } else if (profile_.provider == "shm") {
+            why = "shm reports a shared context's receives on the context's CQ, naming no endpoint";
+        } else if (profile_.provider == "verbs") {
+            why = "the verbs provider of libfabric 1.17 reports a write with immediate taken from a shared "
+                  "context as a plain receive";
+        } else {
+            why = "the provider is not known to report a shared context's receives per endpoint";
+        }
+        throw Error(Errc::not_supported,
+                    "provider '" + profile_.provider + "' has no shared receive queues (no Feature::srq): " + why +
+                        " (docs/backends/ofi.md, \"Shared receive queues\"); post receives to each QP",
+                    backend_name, "Domain::create_srq");
+    }
+    return std::make_shared<OfiSrq>(std::static_pointer_cast<OfiDomain>(shared_from_this()), options);
+}
+
+// Whether this CQ's descriptor becomes readable when `qp`'s private CQ gets an entry. tcp adds the
+// endpoint's socket to the wait objects of both CQs it is bound to, so a QP that sends on this CQ wakes it.
+// sockets signals only the CQ that gets the entry. Otherwise wait() looks in slices, and in fd() mode the
+// service thread reads the private CQs in its rounds (OfiCq::service_round).
+bool OfiCq::srq_wakes(const OfiQp& qp) const noexcept {
+    return wait_fd_ >= 0 && profile_->provider == "tcp" && qp.cqs()[0].get() == this;
+}
+
+void OfiCq::add_srq_reader(OfiQp* qp) {
+    std::lock_guard lock(srq_mu_);
+    // Room for a full CQ's worth of receive completions read ahead of the application's polls.
+    const std::size_t want = std::max<std::size_t>(64, static_cast<std::size_t>(depth_) * 2);
+    if (srq_done_.capacity() < want) srq_done_.reserve(want);
+    srq_readers_.reserve(srq_readers_.size() + 1);
+    srq_readers_.push_back(qp);
+    srq_readers_n_.fetch_add(1, std::memory_order_acq_rel);
+    if (!srq_wakes(*qp)) srq_unwoken_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void OfiCq::remove_srq_reader(OfiQp* qp) noexcept {
+    std::lock_guard lock(srq_mu_);
+    const auto it = std::find(srq_readers_.begin(), srq_readers_.end(), qp);
+    if (it == srq_readers_.end()) return;
+    read_srq_cq(*qp, true);
+    srq_readers_.erase(it);
+    srq_readers_n_.fetch_sub(1, std::memory_order_acq_rel);
+    if (!srq_wakes(*qp)) srq_unwoken_.fetch_sub(1, std::memory_order_acq_rel);
+    srq_pending_.store(srq_head_ != srq_done_.size(), std::memory_order_release);
+}
+
+}  // namespace weft::ofi
