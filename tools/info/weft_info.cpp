@@ -98,9 +98,9 @@ constexpr EnvVar environment[] = {
 void print_caps(const weft::Capabilities& c) {
     std::printf("backend %s, device %s, profile %s\n", c.backend.c_str(), c.device.c_str(), c.profile.c_str());
     std::printf("  max_qp_wr %u  max_sge %u  max_inline %u  max_cqe %u  max_msg_size %llu  max_mr_size %llu  "
-                "max_private_data %u\n",
+                "max_private_data %u  max_srq_wr %u  max_srq_sge %u\n",
                 c.max_qp_wr, c.max_sge, c.max_inline, c.max_cqe, static_cast<unsigned long long>(c.max_msg_size),
-                static_cast<unsigned long long>(c.max_mr_size), c.max_private_data);
+                static_cast<unsigned long long>(c.max_mr_size), c.max_private_data, c.max_srq_wr, c.max_srq_sge);
     std::printf("  features:");
     for (std::uint32_t bit = 1; bit != 0; bit <<= 1) {
         auto f = static_cast<weft::Feature>(bit);
@@ -158,9 +158,9 @@ void print_caps_json(const weft::Capabilities& c) {
     std::printf("{\"backend\": %s, \"device\": %s, \"profile\": %s,\n", json_string(c.backend).c_str(),
                 json_string(c.device).c_str(), json_string(c.profile).c_str());
     std::printf(" \"max_qp_wr\": %u, \"max_sge\": %u, \"max_inline\": %u, \"max_cqe\": %u, \"max_msg_size\": %llu, "
-                "\"max_mr_size\": %llu, \"max_private_data\": %u,\n",
+                "\"max_mr_size\": %llu, \"max_private_data\": %u, \"max_srq_wr\": %u, \"max_srq_sge\": %u,\n",
                 c.max_qp_wr, c.max_sge, c.max_inline, c.max_cqe, static_cast<unsigned long long>(c.max_msg_size),
-                static_cast<unsigned long long>(c.max_mr_size), c.max_private_data);
+                static_cast<unsigned long long>(c.max_mr_size), c.max_private_data, c.max_srq_wr, c.max_srq_sge);
     std::printf(" \"features\": {");
     const char* sep = "";
     for (std::uint32_t bit = 1; bit != 0; bit <<= 1) {
