@@ -31,6 +31,30 @@
 namespace weft::ofi {
 namespace {
 
+// What a receive's completion entry reports: its opcode (`posted` unless immediate data came with an RMA
+// write, or as the marker of an emulated write_with_imm, whose length is the write's), its length and its
+// immediate.
+struct Received {
+    Opcode opcode;
+    std::uint32_t length;
+    bool has_imm = false;
+    std::uint32_t imm = 0;
+};
+
+Received received(const fi_cq_data_entry& e, bool emulated_imm, Opcode posted) noexcept {
+    Received r{posted, static_cast<std::uint32_t>(e.len)};
+    if ((e.flags & FI_REMOTE_CQ_DATA) == 0) return r;
+    r.has_imm = true;
+    r.imm = static_cast<std::uint32_t>(e.data);
+    if (emulated_imm && (e.data & imm_marker_bit) != 0) {
+        r.opcode = Opcode::recv_rdma_with_imm;
+        r.length = static_cast<std::uint32_t>((e.data >> 32) & emulated_imm_max_length);
+    } else if ((e.flags & FI_RMA) != 0) {
+        r.opcode = Opcode::recv_rdma_with_imm;
+    }
+    return r;
+}
+
 constexpr int eagain_retries = 256;
 
 // WEFT_OFI_TRACE=1 prints every provider error entry (the error path only) to stderr.
@@ -700,18 +724,11 @@ std::size_t OfiCq::read_srq_cq(OfiQp& qp, bool closing) noexcept {
                 Completion c{};
                 c.status = WcStatus::success;
                 c.qp_num = qp.qp_num;
-                c.opcode = Opcode::recv;
-                c.byte_len = static_cast<std::uint32_t>(e.len);
-                if ((e.flags & FI_REMOTE_CQ_DATA) != 0) {
-                    c.has_imm = true;
-                    c.imm = static_cast<std::uint32_t>(e.data);
-                    if (profile_->emulated_imm && (e.data & imm_marker_bit) != 0) {
-                        c.opcode = Opcode::recv_rdma_with_imm;
-                        c.byte_len = static_cast<std::uint32_t>((e.data >> 32) & emulated_imm_max_length);
-                    } else if ((e.flags & FI_RMA) != 0) {
-                        c.opcode = Opcode::recv_rdma_with_imm;
-                    }
-                }
+                const Received got_as = received(e, profile_->emulated_imm, Opcode::recv);
+                c.opcode = got_as.opcode;
+                c.byte_len = got_as.length;
+                c.has_imm = got_as.has_imm;
+                c.imm = got_as.imm;
                 const std::uint64_t seq = entry->seq;
                 c.id = srq->retire(*entry);
                 push(seq, c);
@@ -919,16 +936,12 @@ void OfiCq::absorb(const fi_cq_data_entry& e) noexcept {
     if (ref == nullptr) return;  // not ours: no weft operation runs without a context
     Slot& s = *ref->slot;
     if (!s.ring->send_side) {
-        s.length = static_cast<std::uint32_t>(e.len);
-        if ((e.flags & FI_REMOTE_CQ_DATA) != 0) {
+        const Received got_as = received(e, profile_->emulated_imm, s.opcode);
+        s.opcode = got_as.opcode;
+        s.length = got_as.length;
+        if (got_as.has_imm) {
             s.has_imm = true;
-            s.imm = static_cast<std::uint32_t>(e.data);
-            if (profile_->emulated_imm && (e.data & imm_marker_bit) != 0) {
-                s.opcode = Opcode::recv_rdma_with_imm;
-                s.length = static_cast<std::uint32_t>((e.data >> 32) & emulated_imm_max_length);
-            } else if ((e.flags & FI_RMA) != 0) {
-                s.opcode = Opcode::recv_rdma_with_imm;
-            }
+            s.imm = got_as.imm;
         }
     }
     if (s.complete_op()) slot_finished(s);
