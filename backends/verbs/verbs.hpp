@@ -267,6 +267,15 @@ public:
     const Device& device() const noexcept { return *device_; }
     QueueTable& queues() noexcept { return queues_; }
 
+    // Completion-entry accounting, so that the CQ never overruns: a device drops a completion that does not
+    // fit (rxe leaves the QP ready and raises nothing), so every work queue on the CQ reserves, when it is
+    // attached, an entry for each completion it can leave there (a slot is retired only when its completion
+    // is polled). When the reservations outgrow the depth the CQ is resized; past the device's max_cqe, or
+    // on a device that cannot resize, the queue is refused (resource_exhausted, naming the depth it needs).
+    // `who` names the queue in that message. An adopted CQ (Adopt) is not accounted.
+    void reserve(std::uint32_t entries, std::string_view who);
+    void release(std::uint32_t entries) noexcept;
+
 private:
     static constexpr std::size_t poll_batch = 16;  // work completions asked of the provider at a time
 
@@ -320,6 +329,8 @@ private:
     std::array<Completion, poll_batch> held_{};
     std::uint32_t held_begin_ = 0;
     std::uint32_t held_count_ = 0;
+    std::mutex reserve_mutex_;
+    std::uint64_t reserved_ = 0;  // completion entries the work queues on the CQ hold (reserve)
     int fd_mode_ = 0;  // 1 once fd() was asked for: an empty poll re-arms the channel when it may be disarmed
     // 1 in fd mode when a completion was taken from the CQ since it was last armed (which may have used up
     // the arming): the next empty poll arms again. Otherwise (0) an empty poll needs no system call.
@@ -449,6 +460,9 @@ private:
     std::shared_ptr<VerbsCq> send_cq_;  // declared before qp_: the QP goes first
     std::shared_ptr<VerbsCq> recv_cq_;
     std::shared_ptr<VerbsSrq> srq_;  // where its receives come from, or null (then rq_ holds them)
+    // Completion entries reserved in send_cq_ and recv_cq_ (VerbsCq::reserve), given back on destruction.
+    std::uint32_t reserved_send_ = 0;
+    std::uint32_t reserved_recv_ = 0;
     QpPtr qp_;
     ibv_qp* handle_ = nullptr;  // qp_, or an adopted QP (Adopt) that qp_ leaves alone
     TransportOptions transport_;

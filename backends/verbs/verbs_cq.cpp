@@ -16,10 +16,12 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
 #include <string>
+#include <system_error>
 
 namespace weft::verbs {
 
@@ -116,6 +118,36 @@ VerbsCq::VerbsCq(Adopt, std::shared_ptr<Device> device, ibv_cq* cq, ibv_comp_cha
       poll_cq_(provider_poll_cq_) {}
 
 std::uint32_t VerbsCq::depth() const noexcept { return static_cast<std::uint32_t>(cq_handle_->cqe); }
+
+void VerbsCq::reserve(std::uint32_t entries, std::string_view who) {
+    if (!cq_ || entries == 0) return;
+    std::lock_guard lock(reserve_mutex_);
+    const std::uint64_t need = reserved_ + entries;
+    if (need > static_cast<std::uint64_t>(std::max(cq_handle_->cqe, 0))) {
+        const std::uint32_t max_cqe = device_->caps.max_cqe;
+        const auto refuse = [&](const std::string& why) {
+            fail(Errc::resource_exhausted,
+                 "the " + std::string(who) + " can leave " + std::to_string(entries) +
+                     (entries == 1 ? " completion" : " completions") + " in a CQ whose queues already hold " + std::to_string(reserved_) + " of its " +
+                     std::to_string(cq_handle_->cqe) + " entries, and " + why +
+                     ": a device drops a completion that does not fit; create the CQ with depth >= " +
+                     std::to_string(need) + ", spread the QPs over more CQs, or give them smaller max_send/max_recv",
+                 "create_qp");
+        };
+        if (need > max_cqe) refuse(device_->name + " allows at most " + std::to_string(max_cqe) + " (max_cqe)");
+        if (const int rc = ::ibv_resize_cq(cq_handle_, static_cast<int>(need)); rc != 0) {
+            refuse("ibv_resize_cq(" + std::to_string(need) + ") on " + device_->name + " failed: " +
+                   std::generic_category().message(rc));
+        }
+    }
+    reserved_ = need;
+}
+
+void VerbsCq::release(std::uint32_t entries) noexcept {
+    if (!cq_ || entries == 0) return;
+    std::lock_guard lock(reserve_mutex_);
+    reserved_ -= std::min<std::uint64_t>(reserved_, entries);
+}
 
 void VerbsCq::consume_events() noexcept {
     ibv_cq* cq = nullptr;

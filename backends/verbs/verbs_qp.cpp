@@ -185,17 +185,28 @@ void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
     recv_flush_help_ = device_->rxe;
     rq_.capacity.store(caps.max_recv, std::memory_order_relaxed);  // the QP is in init: receives may come
 
-    sq_.tag = send_cq_->queues().attach(&sq_);
+    // Room in the CQs for every completion the queues can leave there (the shared queue reserves its own).
+    send_cq_->reserve(caps.max_send, "send queue of QP " + std::to_string(qp_num));
+    reserved_send_ = caps.max_send;
     try {
-        // A QP of a shared receive queue takes no receives of its own (rq_ stays empty, unattached): their
-        // completions lead to the shared queue.
-        if (srq_) {
-            srq_->attach(recv_cq_);
-        } else {
-            rq_.tag = recv_cq_->queues().attach(&rq_);
+        recv_cq_->reserve(caps.max_recv, "receive queue of QP " + std::to_string(qp_num));
+        reserved_recv_ = caps.max_recv;
+        sq_.tag = send_cq_->queues().attach(&sq_);
+        try {
+            // A QP of a shared receive queue takes no receives of its own (rq_ stays empty, unattached):
+            // their completions lead to the shared queue.
+            if (srq_) {
+                srq_->attach(recv_cq_);
+            } else {
+                rq_.tag = recv_cq_->queues().attach(&rq_);
+            }
+        } catch (...) {
+            send_cq_->queues().detach(sq_.tag);
+            throw;
         }
     } catch (...) {
-        send_cq_->queues().detach(sq_.tag);
+        send_cq_->release(reserved_send_);
+        recv_cq_->release(reserved_recv_);
         throw;
     }
 }
@@ -206,6 +217,8 @@ VerbsQp::~VerbsQp() {
     qp_.reset();
     send_cq_->queues().detach(sq_.tag);
     if (rq_.tag != 0) recv_cq_->queues().detach(rq_.tag);
+    send_cq_->release(reserved_send_);
+    recv_cq_->release(reserved_recv_);
 }
 
 void VerbsQp::modify(ibv_qp_attr& attr, int mask, const char* transition, const std::string& context,

@@ -110,7 +110,10 @@ VerbsSrq::~VerbsSrq() {
     {
         std::lock_guard lock(attach_mutex_);
         for (const std::weak_ptr<VerbsCq>& weak : cqs_) {
-            if (const std::shared_ptr<VerbsCq> cq = weak.lock()) cq->queues().detach_srq(wq_.tag);
+            if (const std::shared_ptr<VerbsCq> cq = weak.lock()) {
+                cq->queues().detach_srq(wq_.tag);
+                cq->release(slot_count_);
+            }
         }
     }
     release_entry(*device_, entry_);
@@ -124,6 +127,8 @@ void VerbsSrq::attach(const std::shared_ptr<VerbsCq>& cq) {
         if (weak.lock() == cq) return;
     }
     cqs_.reserve(cqs_.size() + 1);
+    // Its receives may all complete into this CQ: room for each (VerbsCq::reserve), once per CQ.
+    cq->reserve(slot_count_, "shared receive queue " + std::to_string(srq_num));
     cq->queues().attach_srq(wq_.tag, &wq_);
     cqs_.push_back(cq);
 }
