@@ -99,7 +99,8 @@ VerbsCq::VerbsCq(std::shared_ptr<Device> device, std::uint32_t depth) : device_(
                    "create_cq");
     }
     errno = 0;
-    cq_.reset(::ibv_create_cq(ctx, static_cast<int>(depth), nullptr, channel_.get(), 0));
+    // Its context is this object: an IBV_EVENT_CQ_ERR names the ibv_cq, and the event reader finds cq_num here.
+    cq_.reset(::ibv_create_cq(ctx, static_cast<int>(depth), this, channel_.get(), 0));
     if (!cq_) {
         const int err = errno != 0 ? errno : ENOMEM;
         fail_errno(err, "ibv_create_cq(depth " + std::to_string(depth) + ") on " + device_->name + " failed",

@@ -555,7 +555,12 @@ bool VerbsDomain::next_event(AsyncEvent& out) {
                 out.srq_num = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(ev.element.srq->srq_context));
                 break;
             case IBV_EVENT_SRQ_ERR: break;  // other
-            case IBV_EVENT_CQ_ERR: out.type = EventType::cq_error; break;
+            case IBV_EVENT_CQ_ERR:
+                out.type = EventType::cq_error;
+                // VerbsCq keeps itself in the context (the CQs this domain creates are ours; an adopted one,
+                // of the data-path tests' fake provider, has none).
+                if (const void* cq = ev.element.cq->cq_context) out.cq_num = static_cast<const VerbsCq*>(cq)->cq_num;
+                break;
             case IBV_EVENT_DEVICE_FATAL: out.type = EventType::device_fatal; break;
             case IBV_EVENT_PORT_ACTIVE:
             case IBV_EVENT_PORT_ERR:

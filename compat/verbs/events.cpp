@@ -9,11 +9,11 @@
 // program made async_fd non-blocking (then -1 with EAGAIN).
 //
 // Each weft event becomes the verbs event with its element: the ibv_qp or ibv_srq it names (an event
-// whose QP or SRQ was destroyed meanwhile is dropped), port 1 for port and device events. A CQ overrun is
-// IBV_EVENT_CQ_ERR with element.cq null: weft's event does not say which CQ. weft's peer_disconnected
+// whose QP, SRQ or CQ was destroyed meanwhile is dropped), port 1 for port and device events. A CQ overrun is
+// IBV_EVENT_CQ_ERR naming the CQ (weft's cq_num). weft's peer_disconnected
 // (the front end never disconnects a QP) and backend-specific events have no verbs event and are dropped.
-// As in rdma-core, ibv_ack_async_event counts the events of each QP and SRQ, and ibv_destroy_qp and
-// ibv_destroy_srq wait until every event returned for the object is acknowledged.
+// As in rdma-core, ibv_ack_async_event counts the events of each QP, SRQ and CQ, and ibv_destroy_qp,
+// ibv_destroy_srq and ibv_destroy_cq wait until every event returned for the object is acknowledged.
 #include "frontend.hpp"
 
 #include <weft/log.hpp>
@@ -42,6 +42,18 @@ ibv_srq* srq_for_event(Context& ctx, std::uint32_t srq_num, bool limit) noexcept
     return &srq;
 }
 
+// The CQ of this context numbered `cq_num`, with one more event reported for it; null when there is none.
+ibv_cq* cq_for_event(Context& ctx, std::uint32_t cq_num) noexcept {
+    std::lock_guard lock(ctx.cq_mu);  // ibv_destroy_cq takes the CQ out first, then waits for its acks
+    auto it = ctx.cqs.find(cq_num);
+    if (it == ctx.cqs.end()) return nullptr;
+    Cq& cq = *it->second;
+    pthread_mutex_lock(&cq.mutex);
+    ++cq.events_reported;
+    pthread_mutex_unlock(&cq.mutex);
+    return base_of(cq);
+}
+
 // Fills `out` from `e`; false when the event has no verbs counterpart or its object is gone.
 bool to_verbs(Context& ctx, const AsyncEvent& e, ibv_async_event& out) noexcept {
     out = {};
@@ -57,8 +69,8 @@ bool to_verbs(Context& ctx, const AsyncEvent& e, ibv_async_event& out) noexcept 
             return out.element.srq != nullptr;
         case EventType::cq_error:
             out.event_type = IBV_EVENT_CQ_ERR;
-            out.element.cq = nullptr;  // weft's event does not name the CQ
-            return true;
+            out.element.cq = cq_for_event(ctx, e.cq_num);
+            return out.element.cq != nullptr;
         case EventType::port_active:
         case EventType::port_error:
         case EventType::device_fatal:

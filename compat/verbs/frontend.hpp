@@ -24,6 +24,7 @@
 namespace weft::compat {
 
 struct Srq;
+struct Cq;
 
 // An opened device: rdma-core's extended context (abi_compat = __VERBS_ABI_IS_EXTENDED, so verbs.h's
 // inline functions find query_port) over one weft Domain.
@@ -35,6 +36,9 @@ struct Context : verbs_context {
     // The context's SRQs by weft's srq_num, which asynchronous events name.
     std::mutex srq_mu;
     std::unordered_map<std::uint32_t, Srq*> srqs;
+    // The context's CQs by weft's cq_num, which a CQ error event names.
+    std::mutex cq_mu;
+    std::unordered_map<std::uint32_t, Cq*> cqs;
     // A region without remote rights. A write, read or atomic that the peer QP's access flags forbid is
     // aimed at the peer context's one, so that it completes with IBV_WC_REM_ACCESS_ERR and the QP goes to
     // error, as when a responder refuses it: weft QPs have no access flags of their own.
@@ -62,7 +66,6 @@ struct Mr : ibv_mr {
     MemoryRegion region;
 };
 
-struct Cq;
 
 // A completion channel: `fd` is an epoll descriptor holding the weft descriptor (CompletionQueue::fd) of
 // each armed CQ of the channel, so that it is readable when ibv_get_cq_event may find an event.
@@ -87,6 +90,7 @@ struct Cq : ibv_cq_ex {
     Completion current{};
     std::mutex poll_mu;
     std::atomic<bool> polling{false};
+    std::uint32_t events_reported = 0;  // asynchronous events returned for it (under `mutex`), as Srq's
 };
 
 inline Cq& cq_of(ibv_cq* cq) noexcept { return static_cast<Cq&>(*reinterpret_cast<ibv_cq_ex*>(cq)); }

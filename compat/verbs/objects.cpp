@@ -195,9 +195,22 @@ Cq* new_cq(ibv_context* c, std::uint32_t cqe, void* cq_context, ibv_comp_channel
     cq->cq_context = cq_context;
     cq->cqe = static_cast<int>(std::min<std::uint32_t>(cq->queue.depth(), INT32_MAX));
     if (extended) install_cq_ex_ops(*cq);
-    if (channel) join_channel(*cq, static_cast<Channel&>(*channel));  // last: nothing throws after it
-    pthread_mutex_init(&cq->mutex, nullptr);
+    pthread_mutex_init(&cq->mutex, nullptr);  // (nothing to destroy on Linux if what follows throws)
     pthread_cond_init(&cq->cond, nullptr);
+    // Known to the context's event reader by its number, then on its channel: nothing throws after that.
+    Context& ctx = context_of(c);
+    const std::uint32_t num = cq->queue.cq_num();
+    {
+        std::lock_guard lock(ctx.cq_mu);
+        ctx.cqs[num] = cq.get();
+    }
+    try {
+        if (channel) join_channel(*cq, static_cast<Channel&>(*channel));
+    } catch (...) {
+        std::lock_guard lock(ctx.cq_mu);
+        ctx.cqs.erase(num);
+        throw;
+    }
     return cq.release();
 }
 
@@ -366,6 +379,13 @@ ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channe
 int ibv_destroy_cq(ibv_cq* ibcq) {
     Cq* cq = &cq_of(ibcq);
     if (cq->users > 0) return EBUSY;
+    {
+        Context& ctx = context_of(cq->context);
+        std::lock_guard lock(ctx.cq_mu);  // ibv_get_async_event finds it no more
+        ctx.cqs.erase(cq->queue.cq_num());
+    }
+    // As rdma-core's destroy: the events ibv_get_async_event returned for the CQ must be acknowledged.
+    wait_for_acks(cq->mutex, cq->cond, cq->async_events_completed, cq->events_reported);
     leave_channel(*cq);
     pthread_cond_destroy(&cq->cond);
     pthread_mutex_destroy(&cq->mutex);

@@ -7,6 +7,7 @@
 
 #include "locked.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdint>
@@ -64,6 +65,8 @@ int CompletionQueue::fd() const {
 }
 
 std::uint32_t CompletionQueue::depth() const noexcept { return impl_ ? impl_->depth() : 0; }
+
+std::uint32_t CompletionQueue::cq_num() const noexcept { return impl_ ? impl_->cq_num : 0; }
 
 // ---- QueuePair
 
@@ -187,7 +190,15 @@ CompletionQueue Domain::create_cq(const CqOptions& options) {
                     impl_->caps.backend, "create_cq");
     }
     std::shared_ptr<detail::CqImpl> impl = impl_->create_cq(options);
-    if (options.thread_safe) impl = std::make_shared<detail::LockedCq>(std::move(impl));
+    // Numbered in the process, from 1: 2^32 queues before a number comes back.
+    static std::atomic<std::uint32_t> cqs_created{0};
+    std::uint32_t num = cqs_created.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (num == 0) num = cqs_created.fetch_add(1, std::memory_order_relaxed) + 1;
+    impl->cq_num = num;
+    if (options.thread_safe) {
+        impl = std::make_shared<detail::LockedCq>(std::move(impl));
+        impl->cq_num = num;
+    }
     CompletionQueue cq(std::move(impl));
     WEFT_LOGF(core, debug, "%s: created a CQ of depth %u (asked %u)", impl_->caps.backend.c_str(), cq.depth(),
               options.depth);

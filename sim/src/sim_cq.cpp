@@ -36,7 +36,7 @@ void SimCq::push(const CqEntry& e) noexcept {
         overrun_ = true;
         FabricState& f = *domain_->fabric();
         f.overrun_cqs.push_back(this);
-        domain_->push_event({EventType::cq_error, 0, 0, "completion queue overrun"});
+        domain_->push_event({EventType::cq_error, 0, 0, "completion queue overrun", cq_num});
         f.report_misuse("completion queue of depth " + std::to_string(ring_.size()) +
                         " overran (a completion of QP " + std::to_string(e.wc.qp_num) +
                         " had no room): the CQ is in error, its QPs go to error, later completions are lost; "

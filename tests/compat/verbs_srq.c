@@ -91,8 +91,53 @@ static struct ibv_async_event next_event(struct ibv_context *ctx) {
     return event;
 }
 
+/* `--overrun`: a CQ of a few entries overrun by more writes than it holds raises IBV_EVENT_CQ_ERR naming that
+ * CQ (not the other CQ of the context); ibv_destroy_cq waits for the event's acknowledgement, which
+ * ibv_ack_async_event counts in the CQ. An overrun is a misuse the simulator reports: run without strict=1. */
+static int overrun(struct ibv_context *ctx) {
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    CHECK(pd, "ibv_alloc_pd");
+    struct ibv_mr *mr_a = ibv_reg_mr(pd, buf_a, buffer_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_mr *mr_b = ibv_reg_mr(pd, buf_b, buffer_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    CHECK(mr_a && mr_b, "ibv_reg_mr: %s", strerror(errno));
+    struct ibv_cq *small = ibv_create_cq(ctx, 2, NULL, NULL, 0);
+    struct ibv_cq *other = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+    CHECK(small && other, "ibv_create_cq");
+    struct ibv_qp_init_attr init = {.send_cq = small, .recv_cq = small, .qp_type = IBV_QPT_RC,
+                                    .cap = {.max_send_wr = 16, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+    struct ibv_qp *a = ibv_create_qp(pd, &init);
+    init.send_cq = init.recv_cq = other;
+    struct ibv_qp *b = ibv_create_qp(pd, &init);
+    CHECK(a && b, "ibv_create_qp: %s", strerror(errno));
+    connect_qp(a, b->qp_num, srq_access);
+    connect_qp(b, a->qp_num, srq_access);
+    struct ibv_sge sge[8];
+    struct ibv_send_wr wr[8];
+    for (int i = 0; i < 8; ++i) {
+        sge[i] = (struct ibv_sge){.addr = (uintptr_t)buf_a, .length = 8, .lkey = mr_a->lkey};
+        wr[i] = (struct ibv_send_wr){.wr_id = (uint64_t)i, .sg_list = &sge[i], .num_sge = 1,
+                                    .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                                    .wr.rdma = {.remote_addr = (uintptr_t)buf_b + 8u * (unsigned)i, .rkey = mr_b->rkey},
+                                    .next = i + 1 < 8 ? &wr[i + 1] : NULL};
+    }
+    struct ibv_send_wr *bad = NULL;
+    CHECK(ibv_post_send(a, wr, &bad) == 0, "ibv_post_send of 8 writes");
+    struct ibv_async_event event = next_event(ctx);
+    CHECK(event.event_type == IBV_EVENT_CQ_ERR && event.element.cq == small, "event %s, CQ %p (small %p, other %p)",
+          ibv_event_type_str(event.event_type), (void *)event.element.cq, (void *)small, (void *)other);
+    ibv_ack_async_event(&event);
+    CHECK(small->async_events_completed == 1, "async_events_completed %u", small->async_events_completed);
+    CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0, "ibv_destroy_qp");
+    CHECK(ibv_destroy_cq(small) == 0 && ibv_destroy_cq(other) == 0, "ibv_destroy_cq");
+    CHECK(ibv_dereg_mr(mr_a) == 0 && ibv_dereg_mr(mr_b) == 0 && ibv_dealloc_pd(pd) == 0, "release");
+    CHECK(ibv_close_device(ctx) == 0, "ibv_close_device");
+    printf("verbs_srq --overrun: IBV_EVENT_CQ_ERR named the overrun CQ\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    CHECK(argc == 2, "usage: %s EXPECTED_DEVICE", argv[0]);
+    CHECK(argc == 2 || (argc == 3 && strcmp(argv[2], "--overrun") == 0), "usage: %s EXPECTED_DEVICE [--overrun]",
+          argv[0]);
     int num = 0;
     struct ibv_device **list = ibv_get_device_list(&num);
     CHECK(list && num >= 1, "no RDMA device");
@@ -107,6 +152,7 @@ int main(int argc, char **argv) {
     const int flags = fcntl(ctx->async_fd, F_GETFL);
     CHECK(flags >= 0 && fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == 0, "async_fd: %s", strerror(errno));
     expect_no_event(ctx);
+    if (argc == 3) return overrun(ctx);
 
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     CHECK(pd, "ibv_alloc_pd");

@@ -55,6 +55,10 @@ public:
     virtual bool wait(std::chrono::nanoseconds timeout) = 0;
     virtual int fd() = 0;
     virtual std::uint32_t depth() const noexcept = 0;
+
+    /// Names the queue in AsyncEvent::cq_num; set by the core when the queue is created, before the backend
+    /// can report an event of it.
+    std::uint32_t cq_num = 0;
 };
 
 class DomainImpl;
@@ -177,7 +181,7 @@ public:
 /// QpImpl::disconnect, DomainImpl::event_fd/next_event.
 /// Version 4: shared receive queues (SrqImpl, DomainImpl::create_srq, QpSetup::srq, QpOptions::srq,
 /// Capabilities::max_srq_wr/max_srq_sge), AsyncEvent::srq_num, QpImpl::to_error.
-inline constexpr std::uint32_t plugin_abi_version = 4;
+inline constexpr std::uint32_t plugin_abi_version = 5;
 
 /// A backend's registration record.
 struct Plugin {

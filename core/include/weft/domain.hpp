@@ -204,6 +204,9 @@ public:
 
     /// Completions the queue holds (at least CqOptions::depth).
     std::uint32_t depth() const noexcept;
+    /// The number that names this queue in AsyncEvent::cq_num (a cq_error event): never 0, and unique in
+    /// the process (a number comes back only after 2^32 - 1 more queues).
+    std::uint32_t cq_num() const noexcept;
     /// The backend's object (for backends and tests).
     detail::CqImpl* impl() const noexcept { return impl_.get(); }
     /// The backend's object, shared (for backends and tests).

@@ -101,6 +101,7 @@ struct AsyncEvent {
     std::uint32_t qp_num = 0;  ///< the QP of qp_fatal, peer_disconnected and qp_last_wqe_reached; 0 otherwise
     std::uint32_t srq_num = 0; ///< the shared receive queue of srq_limit_reached (SharedReceiveQueue::srq_num); 0 otherwise
     const char* what = "";     ///< the backend's name for it ("IBV_EVENT_QP_FATAL", "peer disconnected")
+    std::uint32_t cq_num = 0;  ///< the completion queue of cq_error (CompletionQueue::cq_num); 0 otherwise
 };
 
 /// Send-request flags.
