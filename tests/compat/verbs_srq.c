@@ -152,7 +152,11 @@ int main(int argc, char **argv) {
     const int flags = fcntl(ctx->async_fd, F_GETFL);
     CHECK(flags >= 0 && fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == 0, "async_fd: %s", strerror(errno));
     expect_no_event(ctx);
-    if (argc == 3) return overrun(ctx);
+    if (argc == 3) {
+        const int rc = overrun(ctx);
+        ibv_free_device_list(list);
+        return rc;
+    }
 
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     CHECK(pd, "ibv_alloc_pd");

@@ -64,27 +64,27 @@ inline void count() noexcept {
 }  // namespace
 
 extern "C" {
-void* malloc(std::size_t n) {
+void* malloc(std::size_t n) noexcept {
     count();
     return __libc_malloc(n);
 }
-void* calloc(std::size_t count_, std::size_t n) {
+void* calloc(std::size_t count_, std::size_t n) noexcept {
     count();
     return __libc_calloc(count_, n);
 }
-void* realloc(void* p, std::size_t n) {
+void* realloc(void* p, std::size_t n) noexcept {
     count();
     return __libc_realloc(p, n);
 }
-void* memalign(std::size_t alignment, std::size_t n) {
+void* memalign(std::size_t alignment, std::size_t n) noexcept {
     count();
     return __libc_memalign(alignment, n);
 }
-void* aligned_alloc(std::size_t alignment, std::size_t n) {
+void* aligned_alloc(std::size_t alignment, std::size_t n) noexcept {
     count();
     return __libc_memalign(alignment, n);
 }
-int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
+int posix_memalign(void** out, std::size_t alignment, std::size_t n) noexcept {
     count();
     if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) return EINVAL;
     void* p = __libc_memalign(alignment, n);
