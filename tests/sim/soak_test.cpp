@@ -1,33 +1,48 @@
 // Fault soak: four nodes, every pair connected, a mixed workload of every opcode (writes and sends, with
-// immediate data or not, reads, fetch_adds, compare_swaps) under packet loss, duplication and delay and
-// every legal reordering, with, seeded per run:
+// immediate data or not, reads, fetch_adds, compare_swaps; a third of the writes, sends and reads two to four
+// packets long, the soak's mtu being 256) under packet loss, duplication and delay and every legal
+// reordering, with, seeded per run:
 //  - injected setup failures: register_memory and create_qp fail (resource_exhausted); the program retries
 //    a registration, and retries a QP once before it gives the connection up;
+//  - the same mid-run: a node registers its memory again for its later requests (and its peers' requests
+//    to it), and the fabric fails none, one or both of its two attempts (the program does without the new
+//    region then); one connection is made mid-run, not at setup, and the fabric fails none, one or two of
+//    its QP creations (the program gives it up when a side fails twice);
+//  - handles released while in use, which is legal (docs/misuse.md): a node's Domain handle while its MR,
+//    CQ and QPs live (the fault API names a node by its Domain, so that node takes no node fault after it),
+//    and the receive CQ of its own that one QP was created with, whose later receives then complete unseen;
 //  - links cut for a while (shorter or longer than the retry budget), cut and healed later, or cut for good;
 //  - a node stalled for a while (its responder takes nothing up), a node crashed (its program stops too);
 //  - QPs destroyed mid-run: one in error with completions still to poll, or one with its sends done and
 //    receives still posted (both legal; docs/misuse.md);
 //  - some QPs driven into error on purpose (a forged key) and posted to afterwards (the requests flush).
-// Over many seeds it checks what RC promises whatever the schedule and the faults:
+// Over many seeds it checks what RC promises whatever the schedule and the faults, for whatever was created:
 //  - every request completes at most once, and exactly once unless its node crashed or its QP was destroyed;
 //  - every completion is success, flushed, or transport_retry_exceeded (its peer QP went to error or away);
 //  - per QP, send and receive completions come in post order, and after the first one that is not success
-//    every later one is flushed; a destroyed QP gives nothing more but flushed sends;
+//    every later one is flushed (per queue when the receives have a CQ of their own: the program polls the
+//    two CQs in no order between them); a destroyed QP gives nothing more but flushed sends;
 //  - a request posted after its peer was gone for good (crashed, its QP destroyed, the link cut for good)
 //    never succeeds;
-//  - a write that completed success is at its target; one flushed because it was posted in error, or never
-//    posted, never took effect (one that failed in flight, or never completed, may or may not have);
-//  - every byte no request targeted is untouched, and a crashed node's memory never changes after the crash;
+//  - packet by packet (a cut, a crash or a stall may split a message, torn placement reorders its packets):
+//    a write, send or read that completed success placed all its bytes (at its target, in the receive the
+//    peer posted for it, in its result buffer); one that failed in flight, or never completed, placed any
+//    subset of its packets, each whole; one flushed because it was posted in error, or never posted, placed
+//    nothing;
+//  - every byte no request targeted is untouched (nothing past a message's end, nothing beside a source or
+//    result), and a crashed node's memory never changes after the crash;
 //  - the receives of a QP hold, in order, every send and write with immediate that completed success,
-//    possibly ones that failed or never completed, never one posted in error, and nothing else; a write
-//    with immediate's data is in place when its receive completes;
+//    possibly ones that failed or never completed, never one posted in error, and nothing else; a receive
+//    that completed success reports the message's length and holds all of it (a write with immediate's
+//    data is in place), nothing past its end;
 //  - each node's counter counts every fetch_add that completed success against it, at most those that
 //    failed or never completed besides, none posted in error, and the successful ones fetched distinct values;
 //  - a compare_swap (from 0 to its tag, on a word of its own) that succeeded fetched 0 and stored its tag,
 //    one that failed or never completed may have stored it, one posted in error did not;
 //  - a successful read returns the (never written) bytes it read.
-// A memory region is never released while in use (a misuse, not a fault); the sweep fails a seed on any
-// misuse the simulator reports. At the end it prints the faults injected per kind, the seeds and the time.
+// A memory region is never released while in use (a misuse, not a fault);
+// the sweep fails a seed on any misuse the simulator reports. At the end it prints the faults injected per
+// kind, the seeds and the time.
 // $WEFT_SOAK_SEEDS sets the number of seeds (default 2000, CI's figure); $WEFT_SIM_SEED replays one.
 #include "node.hpp"
 
@@ -867,7 +882,8 @@ BOOST_AUTO_TEST_CASE(four_nodes_under_faults_keep_every_rc_promise) {
 // Regressions, the seeds that found simulator bugs: seed 2 crashes node 1 with sends in flight, and tearing
 // its QPs down was reported as a misuse; seed 1783 crashes node 3 while a fetch_add or read it asked for is
 // deferred at its peer, and the result still landed in the crashed node's memory (tests/sim/fault_test.cpp
-// has a case for each).
+// has a case for each, with its exact schedule). The soak has grown since; both seeds still crash a node with
+// requests in flight.
 BOOST_AUTO_TEST_CASE(seeds_2_and_1783_crash_a_node_with_requests_in_flight) {
     for (const std::uint64_t seed : {2, 1783}) {
         testing::SweepOptions o;
