@@ -139,6 +139,11 @@ int main(int argc, char **argv) {
                                                         IBV_SRQ_INIT_ATTR_CQ};
     errno = 0;
     CHECK(!ibv_create_srq_ex(ctx, &xrc_srq) && errno == EOPNOTSUPP, "XRC SRQ: errno %d", errno);
+    /* Memory windows are not there; a type verbs does not define is a bad argument. */
+    errno = 0;
+    CHECK(!ibv_alloc_mw(pd, IBV_MW_TYPE_1) && errno == EOPNOTSUPP, "type 1 memory window: errno %d", errno);
+    errno = 0;
+    CHECK(!ibv_alloc_mw(pd, (enum ibv_mw_type)3) && errno == EINVAL, "memory window of type 3: errno %d", errno);
     /* verbs.h's inline _ex functions reach the front end's verbs_context operations: an extended CQ
      * with a completion timestamp and an extended UD QP are refused; the extended device query answers. */
     struct ibv_cq_init_attr_ex cq_ex = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
