@@ -81,6 +81,12 @@ struct Pd : ibv_pd {
     std::atomic<int> users{0};
 };
 
+// An address handle: the address vector it was created with. Only UD QPs take one, and there are none, so
+// nothing reads it yet.
+struct Ah : ibv_ah {
+    ibv_ah_attr attr{};
+};
+
 // A shared receive queue. `limit` is the armed limit ibv_query_srq reports: set by ibv_modify_srq,
 // cleared when ibv_get_async_event returns the limit event. `events_reported` counts the events
 // ibv_get_async_event returned for it (under srq->mutex); ibv_destroy_srq waits until as many are acked.

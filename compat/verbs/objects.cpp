@@ -1,11 +1,13 @@
-// The front end's setup verbs: protection domains, memory regions, completion queues and RC queue pairs
-// (on an SRQ or not) with the verbs state machine (RESET -> INIT -> RTR -> RTS), its attribute-mask checks, and the mapping
-// of dest_qp_num to a weft QP of this process.
+// The front end's setup verbs: protection domains, memory regions (and their re-registration with new
+// rights), address handles, completion queues and RC queue pairs (on an SRQ or not) with the verbs state
+// machine (RESET -> INIT -> RTR -> RTS), its attribute-mask checks, and the mapping of dest_qp_num to a
+// weft QP of this process.
 #include "frontend.hpp"
 
 #include <weft/error.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -430,6 +432,30 @@ int ibv_dereg_mr(ibv_mr* ibmr) {
     if (mr->region.rkey() != mr->rkey) alias_rkey(context_of(mr->context), mr->rkey, mr->rkey);  // given back
     --static_cast<Pd*>(mr->pd)->users;
     delete mr;
+    return 0;
+}
+
+// An address handle on the one port. As the kernel checks it: the port exists, and a global route names a
+// populated source GID (GID 0, the only one).
+ibv_ah* ibv_create_ah(ibv_pd* ibpd, ibv_ah_attr* attr) {
+    if (attr->port_num != 1 || (attr->is_global && attr->grh.sgid_index != 0)) return fail(EINVAL);
+    return guarded_ptr("ibv_create_ah", [&]() -> ibv_ah* {
+        static std::atomic<std::uint32_t> handles{0};
+        auto& pd = static_cast<Pd&>(*ibpd);
+        auto* ah = new Ah;
+        ah->context = pd.context;
+        ah->pd = &pd;
+        ah->handle = handles.fetch_add(1, std::memory_order_relaxed);
+        ah->attr = *attr;
+        ++pd.users;
+        return ah;
+    });
+}
+
+int ibv_destroy_ah(ibv_ah* ibah) {
+    auto* ah = static_cast<Ah*>(ibah);
+    --static_cast<Pd*>(ah->pd)->users;
+    delete ah;
     return 0;
 }
 

@@ -81,11 +81,9 @@ ibv_rate mbps_to_ibv_rate(int mbps) { return mbps % 2500 ? IBV_RATE_MAX : mult_t
 
 int ibv_resize_cq(ibv_cq*, int) { return not_supported; }
 
-// Address handles and multicast (UD).
-ibv_ah* ibv_create_ah(ibv_pd*, ibv_ah_attr*) { return fail(not_supported); }
+// Address handles from a received message's headers, and multicast (UD).
 ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, std::uint8_t) { return fail(not_supported); }
 int ibv_init_ah_from_wc(ibv_context*, std::uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) { return not_supported; }
-int ibv_destroy_ah(ibv_ah*) { return not_supported; }
 int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, std::uint8_t*, std::uint16_t*) { return not_supported; }
 int ibv_attach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) { return not_supported; }
 int ibv_detach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) { return not_supported; }
