@@ -115,10 +115,11 @@ int rereg(Mr& mr, int flags, int access) {
     if (int err = to_access(static_cast<unsigned>(access), rights)) return err;
     return guarded("ibv_rereg_mr", [&] {
         Context& ctx = context_of(mr.context);
-        MemoryRegion old = std::exchange(mr.region, new_region(ctx, mr.addr, mr.length, rights));
-        alias_rkey(ctx, mr.rkey, mr.region.rkey());
+        MemoryRegion region = new_region(ctx, mr.addr, mr.length, rights);
+        alias_rkey(ctx, mr.rkey, region.rkey());  // requests go to the new region from here on
+        MemoryRegion old = std::exchange(mr.region, std::move(region));
         mr.lkey = mr.region.lkey();
-        return 0;  // `old` is released here, after requests are aimed at the new region
+        return 0;  // `old` is released here
     });
 }
 
@@ -412,8 +413,8 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, std::uint64_t iov
 
 // rdma-core's checks of the arguments come first (IBV_REREG_MR_ERR_INPUT, errno EINVAL); a failure of the
 // re-registration itself is IBV_REREG_MR_ERR_CMD with its errno, and leaves the MR as it was.
-int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
-    (void)pd;
+// `pd` counts only with IBV_REREG_MR_CHANGE_PD, which is refused.
+int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd*, void* addr, size_t length, int access) {
     constexpr int known = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
     if ((flags & ~known) || ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
         (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {

@@ -141,7 +141,8 @@ int main(int argc, char **argv) {
     CHECK(!ibv_create_srq_ex(ctx, &xrc_srq) && errno == EOPNOTSUPP, "XRC SRQ: errno %d", errno);
     /* Address handles: made and destroyed (no UD QP takes one), refused for another port or an empty source
      * GID slot, and holding their PD. */
-    struct ibv_ah_attr ah_attr = {.dlid = pa.lid, .port_num = port, .is_global = 1, .grh = {.dgid = gid, .hop_limit = 1}};
+    struct ibv_ah_attr ah_attr = {.dlid = pa.lid, .port_num = port, .is_global = 1,
+                                  .grh = {.dgid = gid, .hop_limit = 1}};
     struct ibv_pd *ah_pd = ibv_alloc_pd(ctx);
     CHECK(ah_pd, "ibv_alloc_pd");
     struct ibv_ah *ah = ibv_create_ah(ah_pd, &ah_attr);
