@@ -206,8 +206,11 @@ int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) {
 // Arms the CQ's completion channel (channel.cpp); no effect on a CQ without one.
 int req_notify_cq(ibv_cq* cq, int) { return arm(cq_of(cq)); }
 
-// What the front end does not have: memory windows.
-ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) { return fail(EOPNOTSUPP); }
+// What the front end does not have: memory windows. A type verbs does not define is EINVAL, as providers
+// refuse it.
+ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type type) {
+    return fail(type == IBV_MW_TYPE_1 || type == IBV_MW_TYPE_2 ? EOPNOTSUPP : EINVAL);
+}
 int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
 int dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
 

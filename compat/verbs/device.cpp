@@ -71,7 +71,7 @@ ibv_port_attr port_attributes(Context& ctx) {
     while (a.active_mtu < IBV_MTU_4096 && (256u << (a.active_mtu - IBV_MTU_256)) < mtu) {
         a.active_mtu = static_cast<ibv_mtu>(a.active_mtu + 1);
     }
-    a.gid_tbl_len = 1;
+    a.gid_tbl_len = gid_table_len;
     a.max_msg_sz = static_cast<std::uint32_t>(std::min<std::uint64_t>(caps.max_msg_size, UINT32_MAX));
     a.pkey_tbl_len = 1;
     a.lid = 1;  // programs check for a LID on an InfiniBand port
@@ -264,22 +264,28 @@ int ibv_query_port(ibv_context* c, std::uint8_t port, _compat_ibv_port_attr* out
     return query_port(c, port, reinterpret_cast<ibv_port_attr*>(out), offsetof(ibv_port_attr, port_cap_flags2));
 }
 
-// GID 0 is the link-local GID of the node GUID; the only P_Key is the default one.
+// The port's GID table has gid_table_len slots, as a real port's: GID 0, the link-local GID of the node
+// GUID, is the only one populated. As rdma-core, ibv_query_gid reads an empty slot as the zero GID and
+// ibv_query_gid_ex fails there with ENODATA. The only P_Key is the default one.
 int ibv_query_gid(ibv_context*, std::uint8_t port, int index, ibv_gid* gid) {
-    if (port != 1 || index != 0) {
+    if (port != 1 || index < 0 || index >= gid_table_len) {
         errno = EINVAL;
         return -1;
     }
-    gid->global.subnet_prefix = htobe64(0xfe80000000000000ull);
-    gid->global.interface_id = htobe64(node_guid);
+    *gid = {};
+    if (index == 0) {
+        gid->global.subnet_prefix = htobe64(0xfe80000000000000ull);
+        gid->global.interface_id = htobe64(node_guid);
+    }
     return 0;
 }
 
-// The GID table of the one port: one InfiniBand GID, the one ibv_query_gid gives. `entry_size` is the
-// program's sizeof(struct ibv_gid_entry), which may be smaller or larger than ours.
+// One entry of the GID table. `entry_size` is the program's sizeof(struct ibv_gid_entry), which may be
+// smaller or larger than ours.
 int _ibv_query_gid_ex(ibv_context* c, std::uint32_t port, std::uint32_t index, ibv_gid_entry* entry,
                       std::uint32_t flags, size_t entry_size) {
-    if (flags || port != 1 || index != 0) return EINVAL;
+    if (flags || port != 1 || index >= static_cast<std::uint32_t>(gid_table_len)) return EINVAL;
+    if (index != 0) return ENODATA;  // an empty slot
     ibv_gid_entry e{};
     if (ibv_query_gid(c, 1, 0, &e.gid)) return errno;
     e.gid_index = 0;
@@ -290,6 +296,7 @@ int _ibv_query_gid_ex(ibv_context* c, std::uint32_t port, std::uint32_t index, i
     return 0;
 }
 
+// The populated entries of the GID table: GID 0 only.
 ssize_t _ibv_query_gid_table(ibv_context* c, ibv_gid_entry* entries, size_t max_entries, std::uint32_t flags,
                              size_t entry_size) {
     if (flags || max_entries < 1) return -EINVAL;

@@ -26,6 +26,34 @@ namespace weft::compat {
 struct Srq;
 struct Cq;
 
+// The slots of the port's GID table; only GID 0 is populated (device.cpp), the others are empty, as on a
+// real port.
+constexpr int gid_table_len = 16;
+
+// The rkeys ibv_rereg_mr kept while the weft region behind them changed: a new registration has new keys,
+// but the program's peers go on using the rkey they were given, as on a device that keeps an MR's keys
+// across a re-registration. Each maps the verbs rkey to the weft rkey of the region now behind it;
+// check_peer_access re-aims a request at that region. One per context, shared with the QPs connected to
+// the context's QPs. A verbs rkey is unique in its context: a new region whose weft rkey is kept here is
+// registered again (objects.cpp).
+struct RkeyAliases {
+    std::atomic<std::size_t> size{0};  // read without the lock: most contexts never have one
+    mutable std::mutex mu;
+    std::unordered_map<std::uint32_t, std::uint64_t> weft_rkey;
+
+    // The weft rkey behind verbs rkey `rkey`: `rkey` itself unless ibv_rereg_mr kept it.
+    std::uint64_t resolve(std::uint64_t rkey) const noexcept {
+        if (size.load(std::memory_order_acquire) == 0 || rkey > UINT32_MAX) return rkey;
+        std::lock_guard lock(mu);
+        auto it = weft_rkey.find(static_cast<std::uint32_t>(rkey));
+        return it == weft_rkey.end() ? rkey : it->second;
+    }
+    bool kept(std::uint64_t rkey) const {
+        std::lock_guard lock(mu);
+        return rkey <= UINT32_MAX && weft_rkey.count(static_cast<std::uint32_t>(rkey)) != 0;
+    }
+};
+
 // An opened device: rdma-core's extended context (abi_compat = __VERBS_ABI_IS_EXTENDED, so verbs.h's
 // inline functions find query_port) over one weft Domain.
 struct Context : verbs_context {
@@ -44,12 +72,19 @@ struct Context : verbs_context {
     // error, as when a responder refuses it: weft QPs have no access flags of their own.
     std::array<std::byte, 8> refused_bytes{};
     MemoryRegion refusing;
+    std::shared_ptr<RkeyAliases> aliases = std::make_shared<RkeyAliases>();
 };
 
 // `users` counts the regions and QPs made with it: a PD or CQ in use is not destroyed (EBUSY, as in
 // rdma-core, where the kernel refuses).
 struct Pd : ibv_pd {
     std::atomic<int> users{0};
+};
+
+// An address handle: the address vector it was created with. Only UD QPs take one, and there are none, so
+// nothing reads it yet.
+struct Ah : ibv_ah {
+    ibv_ah_attr attr{};
 };
 
 // A shared receive queue. `limit` is the armed limit ibv_query_srq reports: set by ibv_modify_srq,
@@ -62,6 +97,8 @@ struct Srq : ibv_srq {
     std::uint32_t events_reported = 0;
 };
 
+// `rkey` is the region's weft rkey until ibv_rereg_mr replaces the region; from then on the context's
+// RkeyAliases map it to the current region's.
 struct Mr : ibv_mr {
     MemoryRegion region;
 };
@@ -129,12 +166,14 @@ struct Qp : ibv_qp_ex {
     std::shared_ptr<std::atomic<unsigned>> access = std::make_shared<std::atomic<unsigned>>(0u);
     std::shared_ptr<const std::atomic<unsigned>> peer_access;
     RemoteRegion peer_refusing;
+    std::shared_ptr<const RkeyAliases> peer_aliases;  // the peer context's
 };
 
 inline Qp& qp_of(ibv_qp* qp) noexcept { return static_cast<Qp&>(*reinterpret_cast<ibv_qp_ex*>(qp)); }
 inline Qp& qp_of(ibv_qp_ex* qp) noexcept { return static_cast<Qp&>(*qp); }
 
-// Aims a write, read or atomic that the peer QP's access flags forbid at the peer's refusing region.
+// Aims a write, read or atomic at the region its rkey names now (RkeyAliases), or at the peer's refusing
+// region when the peer QP's access flags forbid it.
 inline void check_peer_access(const Qp& qp, SendRequest& r) noexcept {
     unsigned need = 0;
     switch (r.opcode) {
@@ -145,6 +184,7 @@ inline void check_peer_access(const Qp& qp, SendRequest& r) noexcept {
         case Opcode::fetch_add: need = IBV_ACCESS_REMOTE_ATOMIC; break;
         default: return;
     }
+    if (qp.peer_aliases) r.rkey = qp.peer_aliases->resolve(r.rkey);
     if (qp.peer_access && !(qp.peer_access->load(std::memory_order_relaxed) & need)) {
         r.remote_addr = qp.peer_refusing.addr();
         r.rkey = qp.peer_refusing.rkey();

@@ -1,17 +1,21 @@
-// The front end's setup verbs: protection domains, memory regions, completion queues and RC queue pairs
-// (on an SRQ or not) with the verbs state machine (RESET -> INIT -> RTR -> RTS), its attribute-mask checks, and the mapping
-// of dest_qp_num to a weft QP of this process.
+// The front end's setup verbs: protection domains, memory regions (and their re-registration with new
+// rights), address handles, completion queues and RC queue pairs (on an SRQ or not) with the verbs state
+// machine (RESET -> INIT -> RTR -> RTS), its attribute-mask checks, and the mapping of dest_qp_num to a
+// weft QP of this process.
 #include "frontend.hpp"
 
 #include <weft/error.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #undef ibv_reg_mr  // verbs.h's inline wrappers; the exported symbols are defined below
 #undef ibv_reg_mr_iova
@@ -51,18 +55,30 @@ int to_access(unsigned flags, Access& out) {
     return 0;
 }
 
+// A weft region for a verbs MR. Verbs keys are 32 bits: the lkey is weft's, the rkey is weft's when it fits
+// (the simulator's do). A weft rkey that ibv_rereg_mr kept as another MR's verbs rkey is not given out
+// again: the region is registered anew, holding the one with that key meanwhile.
+MemoryRegion new_region(Context& ctx, void* addr, std::size_t length, Access access) {
+    MemoryRegion region = ctx.domain.register_memory(addr, length, access);
+    std::vector<MemoryRegion> held;
+    while (ctx.aliases->kept(region.rkey())) {
+        held.push_back(std::move(region));
+        region = ctx.domain.register_memory(addr, length, access);
+    }
+    if (region.rkey() > UINT32_MAX) {
+        throw Error(Errc::not_supported, "the backend's rkey " + std::to_string(region.rkey()) +
+                                             " does not fit the 32 bits of a verbs rkey");
+    }
+    return region;
+}
+
 ibv_mr* register_memory(ibv_pd* ibpd, void* addr, std::size_t length, unsigned flags) {
     Access access{};
     if (int err = to_access(flags, access)) return fail(err);
     return guarded_ptr("ibv_reg_mr", [&]() -> ibv_mr* {
         auto& pd = static_cast<Pd&>(*ibpd);
         auto mr = std::make_unique<Mr>();
-        mr->region = context_of(pd.context).domain.register_memory(addr, length, access);
-        // Verbs keys are 32 bits. The lkey is weft's; the rkey is weft's when it fits (the simulator's do).
-        if (mr->region.rkey() > UINT32_MAX) {
-            throw Error(Errc::not_supported, "the backend's rkey " + std::to_string(mr->region.rkey()) +
-                                                 " does not fit the 32 bits of a verbs rkey");
-        }
+        mr->region = new_region(context_of(pd.context), addr, length, access);
         mr->context = pd.context;
         mr->pd = &pd;
         mr->addr = addr;
@@ -72,6 +88,38 @@ ibv_mr* register_memory(ibv_pd* ibpd, void* addr, std::size_t length, unsigned f
         mr->handle = mr->lkey;
         ++pd.users;
         return mr.release();
+    });
+}
+
+// Aims verbs rkey `rkey` at weft rkey `weft`; drops its alias when they are the same.
+void alias_rkey(Context& ctx, std::uint32_t rkey, std::uint64_t weft) {
+    RkeyAliases& aliases = *ctx.aliases;
+    std::lock_guard lock(aliases.mu);
+    if (weft == rkey) {
+        aliases.weft_rkey.erase(rkey);
+    } else {
+        aliases.weft_rkey[rkey] = weft;
+    }
+    aliases.size.store(aliases.weft_rkey.size(), std::memory_order_release);
+}
+
+// The provider's part of ibv_rereg_mr: an errno value. Only new access rights: the memory is registered
+// again with them and the old registration released, so that a request the new rights forbid fails at the
+// responder with IBV_WC_REM_ACCESS_ERR. The lkey is the new region's (work posted with the old one fails);
+// the rkey stays the one the program's peers were given. A new PD or new memory are not there (EOPNOTSUPP):
+// weft regions have no protection domain, and a QP cannot go back to RESET to take new receives.
+int rereg(Mr& mr, int flags, int access) {
+    if (!flags) return EINVAL;  // as the kernel refuses a re-registration that changes nothing
+    if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD)) return EOPNOTSUPP;
+    Access rights{};
+    if (int err = to_access(static_cast<unsigned>(access), rights)) return err;
+    return guarded("ibv_rereg_mr", [&] {
+        Context& ctx = context_of(mr.context);
+        MemoryRegion region = new_region(ctx, mr.addr, mr.length, rights);
+        alias_rkey(ctx, mr.rkey, region.rkey());  // requests go to the new region from here on
+        MemoryRegion old = std::exchange(mr.region, std::move(region));
+        mr.lkey = mr.region.lkey();
+        return 0;  // `old` is released here
     });
 }
 
@@ -165,6 +213,7 @@ void connect(Qp& qp, std::uint32_t dest) {
     qp.queue.connect(peer.queue.address());
     qp.peer_access = peer.access;
     qp.peer_refusing = context_of(peer.qp_base.context).refusing.remote();
+    qp.peer_aliases = context_of(peer.qp_base.context).aliases;
 }
 
 int modify(Qp& qp, const ibv_qp_attr& a, int mask) {
@@ -362,10 +411,52 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, std::uint64_t iov
     return ibv_reg_mr_iova2(pd, addr, length, iova, static_cast<unsigned>(access));
 }
 
+// rdma-core's checks of the arguments come first (IBV_REREG_MR_ERR_INPUT, errno EINVAL); a failure of the
+// re-registration itself is IBV_REREG_MR_ERR_CMD with its errno, and leaves the MR as it was.
+// `pd` counts only with IBV_REREG_MR_CHANGE_PD, which is refused.
+int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd*, void* addr, size_t length, int access) {
+    constexpr int known = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+    if ((flags & ~known) || ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
+        (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+        errno = EINVAL;
+        return IBV_REREG_MR_ERR_INPUT;
+    }
+    if (int err = rereg(*static_cast<Mr*>(ibmr), flags, access)) {
+        errno = err;
+        return IBV_REREG_MR_ERR_CMD;
+    }
+    return 0;
+}
+
 int ibv_dereg_mr(ibv_mr* ibmr) {
     auto* mr = static_cast<Mr*>(ibmr);
+    if (mr->region.rkey() != mr->rkey) alias_rkey(context_of(mr->context), mr->rkey, mr->rkey);  // given back
     --static_cast<Pd*>(mr->pd)->users;
     delete mr;
+    return 0;
+}
+
+// An address handle on the one port. As the kernel checks it: the port exists, and a global route names a
+// populated source GID (GID 0, the only one).
+ibv_ah* ibv_create_ah(ibv_pd* ibpd, ibv_ah_attr* attr) {
+    if (attr->port_num != 1 || (attr->is_global && attr->grh.sgid_index != 0)) return fail(EINVAL);
+    return guarded_ptr("ibv_create_ah", [&]() -> ibv_ah* {
+        static std::atomic<std::uint32_t> handles{0};
+        auto& pd = static_cast<Pd&>(*ibpd);
+        auto* ah = new Ah;
+        ah->context = pd.context;
+        ah->pd = &pd;
+        ah->handle = handles.fetch_add(1, std::memory_order_relaxed);
+        ah->attr = *attr;
+        ++pd.users;
+        return ah;
+    });
+}
+
+int ibv_destroy_ah(ibv_ah* ibah) {
+    auto* ah = static_cast<Ah*>(ibah);
+    --static_cast<Pd*>(ah->pd)->users;
+    delete ah;
     return 0;
 }
 

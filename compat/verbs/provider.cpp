@@ -31,10 +31,10 @@ int ibv_read_ibdev_sysfs_file(char* buf, size_t size, void* sysfs_dev, const cha
 extern bool verbs_allow_disassociate_destroy;
 bool verbs_allow_disassociate_destroy = false;
 
-// The one port has one GID, an InfiniBand one (for which rdma-core reports IB_ROCE_V1, the type sysfs
-// gives InfiniBand and RoCE v1 GIDs alike).
+// The one port's one GID is an InfiniBand one, for which rdma-core reports IB_ROCE_V1 (the type sysfs
+// gives InfiniBand and RoCE v1 GIDs alike); rdma-core reports the same for an empty slot.
 int ibv_query_gid_type(ibv_context*, std::uint8_t port_num, unsigned int index, ibv_gid_type_sysfs* type) {
-    if (port_num != 1 || index != 0) {
+    if (port_num != 1 || index >= static_cast<unsigned>(weft::compat::gid_table_len)) {
         errno = EINVAL;
         return -1;
     }

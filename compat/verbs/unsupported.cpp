@@ -81,21 +81,14 @@ ibv_rate mbps_to_ibv_rate(int mbps) { return mbps % 2500 ? IBV_RATE_MAX : mult_t
 
 int ibv_resize_cq(ibv_cq*, int) { return not_supported; }
 
-// Address handles and multicast (UD).
-ibv_ah* ibv_create_ah(ibv_pd*, ibv_ah_attr*) { return fail(not_supported); }
+// Address handles from a received message's headers, and multicast (UD).
 ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, std::uint8_t) { return fail(not_supported); }
 int ibv_init_ah_from_wc(ibv_context*, std::uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) { return not_supported; }
-int ibv_destroy_ah(ibv_ah*) { return not_supported; }
 int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, std::uint8_t*, std::uint16_t*) { return not_supported; }
 int ibv_attach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) { return not_supported; }
 int ibv_detach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) { return not_supported; }
 
-// Memory: re-registration, dma-buf, sharing objects between processes.
-// Returns rdma-core's IBV_REREG_MR_ERR_INPUT with errno, as rdma-core does for a provider without rereg.
-int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-    errno = not_supported;
-    return IBV_REREG_MR_ERR_INPUT;
-}
+// Memory: dma-buf, sharing objects between processes.
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, std::uint64_t, size_t, std::uint64_t, int, int) { return fail(not_supported); }
 ibv_context* ibv_import_device(int) { return fail(not_supported); }
 ibv_pd* ibv_import_pd(ibv_context*, std::uint32_t) { return fail(not_supported); }

@@ -3,8 +3,8 @@
  * device, checks that it is the one named on the command line (so that a run on the system library
  * fails), creates two RC QPs, moves them to RTS pointing at each other, and checks the bytes and
  * completions of a send, an inline send, an RDMA write with immediate, an RDMA read, a fetch-and-add
- * and a compare-and-swap; then the refusals: wrong modify masks, other QP types, objects in use and a
- * write with a bad rkey.
+ * and a compare-and-swap; address handles; then the refusals: wrong modify masks, other QP types, memory
+ * windows, objects in use and a write with a bad rkey.
  *
  * With --two-contexts, B's QP, CQ, PD and region belong to a second context of the same device.
  *
@@ -139,6 +139,28 @@ int main(int argc, char **argv) {
                                                         IBV_SRQ_INIT_ATTR_CQ};
     errno = 0;
     CHECK(!ibv_create_srq_ex(ctx, &xrc_srq) && errno == EOPNOTSUPP, "XRC SRQ: errno %d", errno);
+    /* Address handles: made and destroyed (no UD QP takes one), refused for another port or an empty source
+     * GID slot, and holding their PD. */
+    struct ibv_ah_attr ah_attr = {.dlid = pa.lid, .port_num = port, .is_global = 1,
+                                  .grh = {.dgid = gid, .hop_limit = 1}};
+    struct ibv_pd *ah_pd = ibv_alloc_pd(ctx);
+    CHECK(ah_pd, "ibv_alloc_pd");
+    struct ibv_ah *ah = ibv_create_ah(ah_pd, &ah_attr);
+    CHECK(ah && ah->pd == ah_pd && ah->context == ctx, "ibv_create_ah: %s", strerror(errno));
+    CHECK(ibv_dealloc_pd(ah_pd) == EBUSY, "dealloc_pd with an address handle");
+    ah_attr.port_num = 2;
+    errno = 0;
+    CHECK(!ibv_create_ah(ah_pd, &ah_attr) && errno == EINVAL, "address handle on port 2: errno %d", errno);
+    ah_attr.port_num = port;
+    ah_attr.grh.sgid_index = 1;
+    errno = 0;
+    CHECK(!ibv_create_ah(ah_pd, &ah_attr) && errno == EINVAL, "address handle from an empty GID slot: errno %d", errno);
+    CHECK(ibv_destroy_ah(ah) == 0 && ibv_dealloc_pd(ah_pd) == 0, "ibv_destroy_ah, then ibv_dealloc_pd");
+    /* Memory windows are not there; a type verbs does not define is a bad argument. */
+    errno = 0;
+    CHECK(!ibv_alloc_mw(pd, IBV_MW_TYPE_1) && errno == EOPNOTSUPP, "type 1 memory window: errno %d", errno);
+    errno = 0;
+    CHECK(!ibv_alloc_mw(pd, (enum ibv_mw_type)3) && errno == EINVAL, "memory window of type 3: errno %d", errno);
     /* verbs.h's inline _ex functions reach the front end's verbs_context operations: an extended CQ
      * with a completion timestamp and an extended UD QP are refused; the extended device query answers. */
     struct ibv_cq_init_attr_ex cq_ex = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
