@@ -21,14 +21,20 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
+
+struct rdma_cm_id;
+struct rdma_event_channel;
 
 namespace weft::verbs {
 
 inline constexpr std::string_view backend_name = "verbs";
 
 class VerbsCq;
+class VerbsQp;
 class VerbsSrq;
+class Connections;
 
 [[noreturn]] void fail_errno(int err, std::string message, std::string_view call);
 [[noreturn]] void fail(Errc code, std::string message, std::string_view call);
@@ -128,6 +134,14 @@ struct Device {
     std::vector<std::uint16_t> srq_generations;
     std::vector<bool> srq_entries_taken;
     std::uint32_t srqs_created = 0;
+
+    // The rdma_cm connections of QPs connected through weft::connect / Listener::accept, kept for disconnect,
+    // and the events they raise (verbs_conn.cpp). Made when first needed; declared last, so it goes first.
+    Connections& connections();
+    Connections* connections_if_any() noexcept;
+    std::mutex connections_mutex;
+    std::unique_ptr<Connections> connections_;
+    ~Device();
 };
 
 // Fills dev.ops from dev.caps (at open; the data-path benchmark calls it for its fake device).
@@ -428,6 +442,9 @@ public:
     QpState state() const noexcept override;
     // ibv_modify_qp to IBV_QPS_ERR; the flushes come as for any error (note_error).
     void to_error() override;
+    // Closes the rdma_cm connection the QP was connected by (Connections); not_supported for a QP connected
+    // by address exchange.
+    void disconnect() override;
     // Still in init: connect() may be called (a refused handshake leaves it so).
     bool fresh() const noexcept { return state_.load(std::memory_order_relaxed) == QpState::init; }
 
@@ -487,9 +504,63 @@ private:
     std::unique_ptr<ibv_sge[]> recv_sges_;
 };
 
+// The connections of QPs connected through rdma_cm (weft::connect / Listener::accept), kept after the
+// handshake so that QueuePair::disconnect can close them as rdma_disconnect does, and so that a peer's
+// close reaches this side (verbs_conn.cpp). Each kept rdma_cm id moves onto one event channel per domain,
+// which a thread of the domain reads (started with the first connection): a DISCONNECTED on a connection
+// this side did not close puts its QP in error (its outstanding work flushes) and files a
+// peer_disconnected event. The domain's events come from here first (next_event), then from the device's
+// async_fd; event_fd() is readable while this queue holds one.
+class Connections {
+public:
+    Connections();
+    ~Connections();
+    Connections(const Connections&) = delete;
+    Connections& operator=(const Connections&) = delete;
+
+    // Starts the channel and its thread if not yet: called before a handshake, so that a failure here stops
+    // it before any QP is touched.
+    void start(std::string_view call);
+    // Takes over `id`, whose handshake connected `qp` (the id's events all acknowledged). `closed`: the peer
+    // closed it already (its DISCONNECTED came instead of ESTABLISHED): the QP goes to error now.
+    void keep(rdma_cm_id* id, VerbsQp& qp, bool closed);
+    // Closes the connection of `qp`: the QP goes to error and the peer is sent a DREQ, once. False when
+    // `qp` has no kept connection (it was connected by address exchange).
+    bool disconnect(VerbsQp& qp);
+    // Forgets the connection of `qp`, being destroyed, and releases its id (which tells a peer not yet told,
+    // as rdma_destroy_id does).
+    void forget(const VerbsQp& qp) noexcept;
+
+    // An eventfd readable while next_event has an event to give.
+    int event_fd() const noexcept { return events_fd_; }
+    bool next_event(AsyncEvent& out);
+
+private:
+    struct Entry {
+        rdma_cm_id* id = nullptr;
+        VerbsQp* qp = nullptr;
+        bool closed = false;  // a DREQ went (disconnect) or came (the peer's close): nothing more to tell
+    };
+
+    void run() noexcept;
+    // A DISCONNECTED on `id`: the peer closed. Returns whether this side must answer with rdma_disconnect.
+    bool peer_closed(rdma_cm_id* id) noexcept;
+    void file_event(std::uint32_t qp_num);  // with mutex_ held
+
+    std::mutex mutex_;
+    std::vector<Entry> entries_;
+    std::vector<AsyncEvent> events_;  // oldest first
+    std::size_t events_head_ = 0;
+    int events_fd_ = -1;
+    int stop_fd_ = -1;
+    rdma_event_channel* channel_ = nullptr;
+    std::thread thread_;
+};
+
 class VerbsDomain final : public detail::DomainImpl {
 public:
     explicit VerbsDomain(std::shared_ptr<Device> device);
+    ~VerbsDomain() override;
 
     std::unique_ptr<detail::MrImpl> register_memory(void* addr, std::size_t length, Access access) override;
     std::shared_ptr<detail::CqImpl> create_cq(const CqOptions& options) override;
@@ -510,6 +581,9 @@ private:
 
     std::shared_ptr<Device> device_;
     std::once_flag events_nonblocking_;
+    // event_fd(): an epoll set of the device's async_fd and the connections' eventfd, made on first use.
+    std::once_flag events_fd_made_;
+    int events_fd_ = -1;
 };
 
 // ---- Helpers shared by the setup files

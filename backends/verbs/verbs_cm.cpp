@@ -447,6 +447,8 @@ std::vector<std::byte> VerbsListener::accept(detail::QpImpl& qp_impl, millisecon
         }
     }
     const auto data = answer_frame(qp.address(), reply);
+    Connections& kept = device_->connections();
+    kept.start(accept_call);
     rdma_conn_param param = conn_param(*device_, qp.qp_num, data);
     if (::rdma_accept(in.id.get(), &param) != 0) {
         fail_errno(errno, "rdma_accept of the connect request from " + in.from + " failed", accept_call);
@@ -466,8 +468,13 @@ std::vector<std::byte> VerbsListener::accept(detail::QpImpl& qp_impl, millisecon
             continue;
         }
         const rdma_cm_event copy = *ev;
-        ev.reset();  // acknowledged before in.id can be destroyed
-        if (copy.event == RDMA_CM_EVENT_ESTABLISHED || copy.event == RDMA_CM_EVENT_DISCONNECTED) return in.data;
+        ev.reset();  // acknowledged before in.id can be destroyed or move
+        if (copy.event == RDMA_CM_EVENT_ESTABLISHED || copy.event == RDMA_CM_EVENT_DISCONNECTED) {
+            // The connection is kept for disconnect (verbs_conn.cpp); DISCONNECTED first means the peer
+            // closed it already.
+            kept.keep(in.id.release(), qp, copy.event == RDMA_CM_EVENT_DISCONNECTED);
+            return in.data;
+        }
         fail_errno(copy.status < 0 ? -copy.status : ECONNABORTED,
                    "the peer at " + in.from + " did not complete the handshake: " + event_text(copy) +
                        "; QP " + std::to_string(qp.qp_num) + " is half connected",
@@ -517,6 +524,8 @@ std::vector<std::byte> VerbsDomain::connect_to(detail::QpImpl& qp, const detail:
     request.psn = own.psn;
     request.private_data = private_data;
     const auto data = wire::encode_frame(wire::FrameKind::request, wire::encode_request(request), req_private_max);
+    Connections& kept = device_->connections();
+    kept.start(connect_call);
     rdma_conn_param param = conn_param(*device_, qp.qp_num, data);
     if (::rdma_connect(id.get(), &param) != 0) fail_errno(errno, "rdma_connect(" + target + ") failed", connect_call);
     stage = "waiting for the listener at " + target + " to accept";
@@ -548,7 +557,8 @@ std::vector<std::byte> VerbsDomain::connect_to(detail::QpImpl& qp, const detail:
         fail_errno(errno, "rdma_establish(" + target + ") failed; QP " + std::to_string(qp.qp_num) +
                               " is connected but the listener may not complete", connect_call);
     }
-    // `id` and `channel` go now: the QPs are connected, and the CM has nothing more to do for them.
+    // The connection is kept for disconnect (verbs_conn.cpp); `channel` goes now.
+    kept.keep(id.release(), static_cast<VerbsQp&>(qp), false);
     return reply;
 }
 

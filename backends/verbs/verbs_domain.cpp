@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -297,7 +298,8 @@ void fill_capabilities(Device& dev, const ibv_device_attr& da, const ibv_port_at
         c.max_srq_sge = static_cast<std::uint32_t>(da.max_srq_sge);
     }
     if (rdma_cm_usable()) {
-        f = f | Feature::listener;
+        // disconnect: for QPs connected through rdma_cm (verbs_conn.cpp)
+        f = f | Feature::listener | Feature::disconnect;
         c.max_private_data = static_cast<std::uint32_t>(wire::max_private_data);
     }
     c.features = static_cast<std::uint32_t>(f);
@@ -504,6 +506,10 @@ const detail::Plugin verbs_plugin{
 
 VerbsDomain::VerbsDomain(std::shared_ptr<Device> device) : device_(std::move(device)) { caps = device_->caps; }
 
+VerbsDomain::~VerbsDomain() {
+    if (events_fd_ >= 0) ::close(events_fd_);
+}
+
 void VerbsDomain::nonblocking_events() {
     std::call_once(events_nonblocking_, [this] {
         const int fd = device_->context->async_fd;
@@ -517,11 +523,29 @@ void VerbsDomain::nonblocking_events() {
 
 int VerbsDomain::event_fd() {
     nonblocking_events();
-    return device_->context->async_fd;
+    // Readable while either source has an event: the device's async_fd, the connections' eventfd.
+    std::call_once(events_fd_made_, [this] {
+        const int set = ::epoll_create1(EPOLL_CLOEXEC);
+        if (set < 0) fail_errno(errno, "epoll_create1 for the domain's event descriptor failed", "Domain::event_fd");
+        for (const int fd : {device_->context->async_fd, device_->connections().event_fd()}) {
+            epoll_event e{};
+            e.events = EPOLLIN;
+            e.data.fd = fd;
+            if (::epoll_ctl(set, EPOLL_CTL_ADD, fd, &e) != 0) {
+                const int err = errno;
+                ::close(set);
+                fail_errno(err, "epoll_ctl adding an event source to the domain's event descriptor failed",
+                           "Domain::event_fd");
+            }
+        }
+        events_fd_ = set;
+    });
+    return events_fd_;
 }
 
 bool VerbsDomain::next_event(AsyncEvent& out) {
     nonblocking_events();
+    if (Connections* c = device_->connections_if_any(); c != nullptr && c->next_event(out)) return true;
     for (;;) {
         ibv_async_event ev{};
         if (::ibv_get_async_event(device_->context.get(), &ev) != 0) {

@@ -212,6 +212,8 @@ void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
 }
 
 VerbsQp::~VerbsQp() {
+    // Its rdma_cm connection goes before it (telling a peer not yet told, as rdma_destroy_id does).
+    if (Connections* c = device_->connections_if_any()) c->forget(*this);
     // The QP goes first; completions it leaves in the CQs are then dropped by poll (their table entries
     // are detached), never matched to freed slots.
     qp_.reset();
@@ -317,6 +319,18 @@ void VerbsQp::connect(std::span<const std::byte> peer) {
 }
 
 void VerbsQp::to_error() { note_error(state_, handle_); }
+
+void VerbsQp::disconnect() {
+    Connections* c = device_->connections_if_any();
+    if (c != nullptr && c->disconnect(*this)) return;
+    fail(Errc::not_supported,
+         "QP " + std::to_string(qp_num) +
+             " was connected by address exchange (QueuePair::connect): on verbs only a QP connected by "
+             "weft::connect or Listener::accept has an rdma_cm connection that can tell the peer, as "
+             "rdma_disconnect; destroy the QP instead, and the peer learns from its requests' "
+             "transport_retry_exceeded",
+         "QueuePair::disconnect");
+}
 
 QpState VerbsQp::state() const noexcept {
     const QpState tracked = state_.load(std::memory_order_relaxed);

@@ -4,14 +4,46 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <span>
+#include <string>
 #include <thread>
 
 namespace weft::test {
 namespace {
 
 bool is_sim() { return backend_caps().kind == BackendKind::sim; }
+
+// ::ffff:a.b.c.d as sysfs writes it ("0000:0000:0000:0000:0000:ffff:c000:0201") -> "a.b.c.d"; empty when the
+// GID is not IPv4-mapped.
+std::string mapped_ipv4(const std::string& gid) {
+    const std::string prefix = "0000:0000:0000:0000:0000:ffff:";
+    if (gid.rfind(prefix, 0) != 0 || gid.size() < prefix.size() + 9) return {};
+    const unsigned long hi = std::stoul(gid.substr(prefix.size(), 4), nullptr, 16);
+    const unsigned long lo = std::stoul(gid.substr(prefix.size() + 5, 4), nullptr, 16);
+    return std::to_string(hi >> 8) + "." + std::to_string(hi & 0xff) + "." + std::to_string(lo >> 8) + "." +
+           std::to_string(lo & 0xff);
+}
+
+// The IPv4 address of a verbs domain's GID (the configured gid_index, or the first IPv4-mapped entry).
+std::string verbs_ipv4(const Domain& dom) {
+    const std::string port = std::to_string(dom.config().get_uint("port", 1, 1, 255));
+    const std::string dir = "/sys/class/infiniband/" + dom.capabilities().device + "/ports/" + port + "/gids/";
+    auto read_gid = [&](unsigned index) {
+        std::ifstream in(dir + std::to_string(index));
+        std::string gid;
+        in >> gid;
+        return mapped_ipv4(gid);
+    };
+    if (dom.config().has("gid_index")) {
+        return read_gid(static_cast<unsigned>(dom.config().get_uint("gid_index", 0, 0, 255)));
+    }
+    for (unsigned i = 0; i < 16; ++i) {
+        if (auto ip = read_gid(i); !ip.empty()) return ip;
+    }
+    return {};
+}
 
 const Pair* current_pair = nullptr;
 
@@ -158,6 +190,43 @@ Pair::Pair(Unconnected, QpOptions options, Access access) {
 }
 
 void Pair::connect() { connect_both(a.qp, b.qp); }
+
+std::string listen_address(const Domain& dom) {
+    if (const char* env = std::getenv("WEFT_CONFORMANCE_LISTEN"); env && *env) return env;
+    if (dom.capabilities().kind == BackendKind::verbs) {
+        const std::string ip = verbs_ipv4(dom);
+        if (ip.empty()) {
+            BOOST_FAIL("no IPv4-mapped GID on " << dom.capabilities().device
+                                                << " to listen on; set WEFT_CONFORMANCE_LISTEN=HOST:PORT");
+        }
+        return ip + ":0";
+    }
+    // ofi meets over a TCP rendezvous, whatever the provider: loopback serves one machine.
+    if (dom.capabilities().kind == BackendKind::ofi) return "127.0.0.1:0";
+    return "conformance:0";
+}
+
+void Pair::connect_through_listener() {
+    Listener lis = weft::listen(a.domain, listen_address(a.domain));
+    const std::string address = lis.address();
+    std::exception_ptr connect_error;
+    std::thread connector([&] {
+        try {
+            weft::connect(b.qp, address, handshake_timeout);
+        } catch (...) {
+            connect_error = std::current_exception();
+        }
+    });
+    std::exception_ptr accept_error;
+    try {
+        lis.accept(a.qp, handshake_timeout);
+    } catch (...) {
+        accept_error = std::current_exception();
+    }
+    connector.join();
+    if (accept_error) std::rethrow_exception(accept_error);
+    if (connect_error) std::rethrow_exception(connect_error);
+}
 
 void connect_both(QueuePair& a, QueuePair& b) {
     auto addr_a = a.address();

@@ -111,12 +111,23 @@ struct Pair {
 
     /// Connects a to b and b to a, and waits (two processes) until both are ready to send.
     void connect();
+    /// Connects them instead through weft::listen on a's domain and weft::connect from b (Feature::listener),
+    /// as a program that meets its peer by host:port does.
+    void connect_through_listener();
     Pair(const Pair&) = delete;
     Pair& operator=(const Pair&) = delete;
 
     Side a;
     Side b;
 };
+
+/// How long a handshake through a listener may take.
+inline constexpr std::chrono::milliseconds handshake_timeout{10000};
+
+/// Where a listener of `dom` listens: $WEFT_CONFORMANCE_LISTEN (host:port) when set; otherwise
+/// "conformance:0" on the simulator, 127.0.0.1:0 on ofi, and on verbs the IPv4 address of the domain's RoCE
+/// v2 GID, read from sysfs (on the Soft-RoCE guest, 192.0.2.1:0).
+std::string listen_address(const Domain& dom);
 
 /// Connects `a` to `b` and `b` to `a`, and waits (two processes) until both are ready to send.
 void connect_both(QueuePair& a, QueuePair& b);

@@ -25,56 +25,12 @@ using namespace std::chrono_literals;
 using weft::test::contains;
 using weft::test::error_of;
 using weft::test::needs;
+using weft::test::listen_address;
 using weft::test::next;
 
 namespace {
 
-constexpr std::chrono::milliseconds handshake_timeout = 10s;
-
-// ::ffff:a.b.c.d as sysfs writes it ("0000:0000:0000:0000:0000:ffff:c000:0201") -> "a.b.c.d"; empty when the
-// GID is not IPv4-mapped.
-std::string mapped_ipv4(const std::string& gid) {
-    const std::string prefix = "0000:0000:0000:0000:0000:ffff:";
-    if (gid.rfind(prefix, 0) != 0 || gid.size() < prefix.size() + 9) return {};
-    const unsigned long hi = std::stoul(gid.substr(prefix.size(), 4), nullptr, 16);
-    const unsigned long lo = std::stoul(gid.substr(prefix.size() + 5, 4), nullptr, 16);
-    return std::to_string(hi >> 8) + "." + std::to_string(hi & 0xff) + "." + std::to_string(lo >> 8) + "." +
-           std::to_string(lo & 0xff);
-}
-
-// The IPv4 address of a verbs domain's GID (the configured gid_index, or the first IPv4-mapped entry).
-std::string verbs_ipv4(const Domain& dom) {
-    const std::string port = std::to_string(dom.config().get_uint("port", 1, 1, 255));
-    const std::string dir = "/sys/class/infiniband/" + dom.capabilities().device + "/ports/" + port + "/gids/";
-    auto read_gid = [&](unsigned index) {
-        std::ifstream in(dir + std::to_string(index));
-        std::string gid;
-        in >> gid;
-        return mapped_ipv4(gid);
-    };
-    if (dom.config().has("gid_index")) {
-        return read_gid(static_cast<unsigned>(dom.config().get_uint("gid_index", 0, 0, 255)));
-    }
-    for (unsigned i = 0; i < 16; ++i) {
-        if (auto ip = read_gid(i); !ip.empty()) return ip;
-    }
-    return {};
-}
-
-std::string listen_address(const Domain& dom) {
-    if (const char* env = std::getenv("WEFT_CONFORMANCE_LISTEN"); env && *env) return env;
-    if (dom.capabilities().kind == BackendKind::verbs) {
-        const std::string ip = verbs_ipv4(dom);
-        if (ip.empty()) {
-            BOOST_FAIL("no IPv4-mapped GID on " << dom.capabilities().device
-                                                << " to listen on; set WEFT_CONFORMANCE_LISTEN=HOST:PORT");
-        }
-        return ip + ":0";
-    }
-    // ofi meets over a TCP rendezvous, whatever the provider: loopback serves one machine.
-    if (dom.capabilities().kind == BackendKind::ofi) return "127.0.0.1:0";
-    return "conformance:0";
-}
+using weft::test::handshake_timeout;
 
 // A side of the suite's Pair, not connected, on `dom` (the accepting QP must come from the listener's
 // domain).
