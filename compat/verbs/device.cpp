@@ -147,9 +147,31 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input, ibv_
 
 using namespace weft::compat;
 
+namespace {
+
+// Depth of ibv_open_device calls on this thread that are inside weft::open. On ofi, weft::open calls
+// libfabric, whose verbs provider (and librdmacm under it) lists the devices of the libibverbs it was linked
+// with: this library. It is shown none, so that libfabric never opens the front end's own device under it
+// (which would open the ofi backend again, inside libfabric's initialisation, and wait for itself).
+thread_local int opening = 0;
+
+struct Opening {
+    Opening() noexcept { ++opening; }
+    ~Opening() { --opening; }
+    Opening(const Opening&) = delete;
+    Opening& operator=(const Opening&) = delete;
+};
+
+}  // namespace
+
 extern "C" {
 
 ibv_device** ibv_get_device_list(int* num_devices) {
+    if (opening > 0) {
+        if (num_devices) *num_devices = 0;
+        auto* none = new (std::nothrow) ibv_device*[1]{nullptr};
+        return none ? none : fail(ENOMEM);
+    }
     const Device& d = device();
     if (!d.error.empty()) {
         std::fprintf(stderr, "libibverbs (weft): %s\n", d.error.c_str());
@@ -173,16 +195,19 @@ int ibv_get_device_index(ibv_device* dev) { return dev == &device().dev ? 0 : -1
 ibv_context* ibv_open_device(ibv_device* dev) {
     const Device& d = device();
     if (dev != &d.dev) return fail(ENODEV);
-    if (d.backend != "sim") {
+    if (d.backend != "sim" && d.backend != "ofi") {
         std::fprintf(stderr,
                      "libibverbs (weft): WEFT_BACKEND=\"%s\" names the %s backend; this front end runs on the "
-                     "sim backend only so far (docs/verbs-frontend.md)\n",
+                     "sim and ofi backends, in one process (docs/verbs-frontend.md)\n",
                      d.config.c_str(), d.backend.c_str());
         return fail(EOPNOTSUPP);
     }
     try {
         auto ctx = std::make_unique<Context>();
-        ctx->domain = weft::open();
+        {
+            Opening nested;
+            ctx->domain = weft::open();
+        }
         ctx->refusing = ctx->domain.register_memory(ctx->refused_bytes.data(), ctx->refused_bytes.size(),
                                                     weft::Access::none);
         ctx->sz = sizeof(verbs_context);

@@ -30,9 +30,9 @@ struct Cq;
 // real port.
 constexpr int gid_table_len = 16;
 
-// The rkeys ibv_rereg_mr kept while the weft region behind them changed: a new registration has new keys,
+// The rkeys ibv_rereg_mr kept while the weft region behind them changed (a new registration has new keys,
 // but the program's peers go on using the rkey they were given, as on a device that keeps an MR's keys
-// across a re-registration. Each maps the verbs rkey to the weft rkey of the region now behind it;
+// across a re-registration), and the verbs rkeys given to regions whose weft rkey has more than 32 bits. Each maps the verbs rkey to the weft rkey of the region now behind it;
 // check_peer_access re-aims a request at that region. One per context, shared with the QPs connected to
 // the context's QPs. A verbs rkey is unique in its context: a new region whose weft rkey is kept here is
 // registered again (objects.cpp).
@@ -40,6 +40,7 @@ struct RkeyAliases {
     std::atomic<std::size_t> size{0};  // read without the lock: most contexts never have one
     mutable std::mutex mu;
     std::unordered_map<std::uint32_t, std::uint64_t> weft_rkey;
+    std::uint32_t next_own = 0;  // the next verbs rkey objects.cpp's verbs_rkey tries, for 64-bit weft rkeys
 
     // The weft rkey behind verbs rkey `rkey`: `rkey` itself unless ibv_rereg_mr kept it.
     std::uint64_t resolve(std::uint64_t rkey) const noexcept {

@@ -56,8 +56,9 @@ int to_access(unsigned flags, Access& out) {
 }
 
 // A weft region for a verbs MR. Verbs keys are 32 bits: the lkey is weft's, the rkey is weft's when it fits
-// (the simulator's do). A weft rkey that ibv_rereg_mr kept as another MR's verbs rkey is not given out
-// again: the region is registered anew, holding the one with that key meanwhile.
+// (the simulator's do; see verbs_rkey for the others). A weft rkey that an alias of the context uses as a
+// verbs rkey is not given out again: the region is registered anew, holding the one with that key
+// meanwhile.
 MemoryRegion new_region(Context& ctx, void* addr, std::size_t length, Access access) {
     MemoryRegion region = ctx.domain.register_memory(addr, length, access);
     std::vector<MemoryRegion> held;
@@ -65,11 +66,23 @@ MemoryRegion new_region(Context& ctx, void* addr, std::size_t length, Access acc
         held.push_back(std::move(region));
         region = ctx.domain.register_memory(addr, length, access);
     }
-    if (region.rkey() > UINT32_MAX) {
-        throw Error(Errc::not_supported, "the backend's rkey " + std::to_string(region.rkey()) +
-                                             " does not fit the 32 bits of a verbs rkey");
-    }
     return region;
+}
+
+// The verbs rkey of a new region: its weft rkey when that fits in 32 bits; otherwise (ofi's keys are 64
+// bits) a key of the context's own, from the top half of the 32-bit range, aliased to the weft rkey
+// (RkeyAliases), so that a peer's request with it reaches the region.
+std::uint32_t verbs_rkey(Context& ctx, const MemoryRegion& region) {
+    if (region.rkey() <= UINT32_MAX) return static_cast<std::uint32_t>(region.rkey());
+    RkeyAliases& aliases = *ctx.aliases;
+    std::lock_guard lock(aliases.mu);
+    std::uint32_t key = 0;
+    do {
+        key = 0x80000000u | (aliases.next_own++ & 0x7fffffffu);
+    } while (aliases.weft_rkey.count(key) != 0);
+    aliases.weft_rkey[key] = region.rkey();
+    aliases.size.store(aliases.weft_rkey.size(), std::memory_order_release);
+    return key;
 }
 
 ibv_mr* register_memory(ibv_pd* ibpd, void* addr, std::size_t length, unsigned flags) {
@@ -84,7 +97,7 @@ ibv_mr* register_memory(ibv_pd* ibpd, void* addr, std::size_t length, unsigned f
         mr->addr = addr;
         mr->length = length;
         mr->lkey = mr->region.lkey();
-        mr->rkey = static_cast<std::uint32_t>(mr->region.rkey());
+        mr->rkey = verbs_rkey(context_of(pd.context), mr->region);
         mr->handle = mr->lkey;
         ++pd.users;
         return mr.release();

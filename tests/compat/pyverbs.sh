@@ -1,15 +1,17 @@
 #!/bin/sh
 # Runs rdma-core's own pyverbs test suite (rdma-core 44's tests/, kept outside the project) on the front
-# end, on the simulator, in one process, and fails if any test fails or errors, or if fewer than MIN_OK
-# tests pass (so that a front end whose device vanished, which makes every test skip, fails too).
+# end, in one process, on BACKEND (default sim), and fails if any test fails or errors, or if fewer than
+# MIN_OK tests pass (so that a front end whose device vanished, which makes every test skip, fails too).
 # Prints the suite's verbose output and a table per module. Skips, saying why, when python3-pyverbs or
 # the suite is absent.
-#   usage: pyverbs.sh FRONT_END_LIBRARY_DIR DEFAULT_SUITE_DIR MIN_OK
+#   usage: pyverbs.sh FRONT_END_LIBRARY_DIR DEFAULT_SUITE_DIR MIN_OK [BACKEND]
 #   $WEFT_PYVERBS_TESTS: the suite's directory (the one holding run_tests.py), instead of DEFAULT_SUITE_DIR
 set -u
 libdir=$1
 suite=${WEFT_PYVERBS_TESTS:-$2}
 min_ok=$3
+backend=${4:-sim}
+device=weft_${backend%%:*}0
 python=/usr/bin/python3  # Debian's, where python3-pyverbs installs pyverbs
 
 if [ ! -f "$suite/run_tests.py" ]; then
@@ -24,8 +26,8 @@ fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # The suite writes nothing but its own output: no bytecode next to it (it may be read-only).
-LD_LIBRARY_PATH=$libdir WEFT_BACKEND=sim PYTHONDONTWRITEBYTECODE=1 \
-    "$python" "$suite/run_tests.py" -v --dev weft_sim0 >"$out" 2>&1
+LD_LIBRARY_PATH=$libdir WEFT_BACKEND=$backend PYTHONDONTWRITEBYTECODE=1 \
+    "$python" "$suite/run_tests.py" -v --dev "$device" >"$out" 2>&1
 status=$?
 cat "$out"
 
