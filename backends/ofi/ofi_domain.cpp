@@ -38,6 +38,7 @@ struct Query {
     fi_ep_type ep_type = FI_EP_MSG;
     bool atomics = false;
     bool delivery_complete = true;
+    std::size_t queue_size = 0;  // tx and rx context size to ask for; 0: the provider's default
 };
 
 // Returns the first fi_info matching `q`, or null with `ret` holding fi_getinfo's result.
@@ -51,6 +52,8 @@ InfoPtr query(const Query& q, int& ret) {
     hints->domain_attr->threading = FI_THREAD_SAFE;
     // RC completes a send or write once the responder has it; FI_DELIVERY_COMPLETE is libfabric's match.
     if (q.delivery_complete) hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    hints->tx_attr->size = q.queue_size;
+    hints->rx_attr->size = q.queue_size;
     hints->fabric_attr->prov_name = dup_string(q.provider);
     if (!q.domain.empty()) hints->domain_attr->name = dup_string(q.domain);
     fi_info* out = nullptr;
@@ -333,6 +336,7 @@ void OfiDomain::choose_info(const Config& cfg) {
     }
     q.domain = cfg.get_string("domain", "");
     q.node = cfg.get_string("node", uses_sockets(q.provider) ? "127.0.0.1" : "");
+    q.queue_size = cfg.has("queue_size") ? cfg.get_uint("queue_size", 0, 1, 1u << 20) : 0;
     static constexpr std::string_view ep_choices[] = {"msg", "rdm"};
     static constexpr std::string_view atomic_choices[] = {"auto", "on", "off"};
     std::string_view atomics_mode = cfg.get_choice("atomics", "auto", atomic_choices);
@@ -410,6 +414,7 @@ void OfiDomain::choose_info(const Config& cfg) {
         if (!q.node.empty()) what += " node " + q.node;
         what += " with FI_MSG|FI_RMA";
         if (cfg.has("ep_type")) what += " and ep_type " + std::string(cfg.get_string("ep_type", ""));
+        if (q.queue_size != 0) what += " and queues of " + std::to_string(q.queue_size) + " (queue_size)";
         what += std::string(" (") + fi_strerror(-ret) + "); providers here: " + available_providers();
         throw Error(Errc::backend_unavailable, std::move(what), backend_name, "open");
     }

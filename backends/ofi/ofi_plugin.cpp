@@ -18,7 +18,7 @@ namespace weft::ofi {
 
 namespace {
 
-constexpr std::array<KeySpec, 8> ofi_keys{{
+constexpr std::array<KeySpec, 9> ofi_keys{{
     {"provider",
      "libfabric provider (fi_info -l): tcp, shm, sockets, verbs, tcp;ofi_rxm, verbs;ofi_rxm ...; default tcp"},
     {"ep_type", "msg or rdm; default msg where the provider offers FI_EP_MSG (tcp, verbs, sockets), rdm otherwise"},
@@ -33,6 +33,10 @@ constexpr std::array<KeySpec, 8> ofi_keys{{
     {"unchecked_rma",
      "off (default): writes, reads and atomics only where the provider checks the target's key, bounds and "
      "rights (tcp, sockets, verbs, rxm over them), refused at post elsewhere (shm); on: allow them anyway"},
+    {"queue_size",
+     "the work requests a QP's send or receive queue may hold at most (Capabilities::max_qp_wr), asked of the "
+     "provider as its tx and rx context size: 1 to 1048576; default: the provider's default (256 on tcp and "
+     "sockets)"},
     {"shm_cleanup",
      "shm: on (default): at open, remove the /dev/shm regions this user's shm endpoints left when their process "
      "ended without closing them (SIGKILL), named <pid>:<uid>:<n> with no process <pid>; off: leave them"},

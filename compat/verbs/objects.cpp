@@ -367,15 +367,24 @@ ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr) {
     });
 }
 
+// The send_ops_flags an extended QP may ask for: the opcodes weft has that the backend offers (a device
+// without atomics refuses IBV_QP_EX_WITH_ATOMIC_* with EOPNOTSUPP, as rdma-core's providers do).
+std::uint64_t send_ops_of(const Capabilities& caps) noexcept {
+    std::uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
+    if (caps.has(Feature::send_with_imm)) ops |= IBV_QP_EX_WITH_SEND_WITH_IMM;
+    if (caps.has(Feature::write_with_imm)) ops |= IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+    if (caps.has(Feature::read)) ops |= IBV_QP_EX_WITH_RDMA_READ;
+    if (caps.has(Feature::atomics)) ops |= IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    return ops;
+}
+
 // Extended QPs: RC with a PD, no creation flags and no TSO; with send_ops_flags, the work-request
-// builders for the opcodes weft has.
+// builders for the opcodes weft has and the backend offers.
 ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* attr) {
     constexpr std::uint32_t known_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
                                          IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
                                          IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    constexpr std::uint64_t send_ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
-                                       IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
-                                       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    const std::uint64_t send_ops = send_ops_of(context_of(c).domain.capabilities());
     const std::uint32_t mask = attr->comp_mask;
     if (mask & ~known_mask) return fail(EINVAL);
     if (!(mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) return fail(EOPNOTSUPP);  // XRC
