@@ -845,7 +845,17 @@ bool OfiCq::service_round() noexcept {
         wake();
         return true;
     }
-    if (wait_fd_ >= 0) return false;  // the provider wakes the descriptor itself
+    if (wait_fd_ >= 0) {
+        // The provider wakes the descriptor itself when it writes an entry, but tcp writes entries only
+        // inside calls on this CQ: with a peer QP in this process, a thread sleeping on the descriptor for a
+        // request's completion missed its wake-up about once in 300 round trips (the next poll found the
+        // entry at once). So progress this CQ too, and wake the descriptor when entries wait; the round's
+        // pause keeps backing off (an application that does not poll for a while costs a signal per round).
+        if (local_links_.load(std::memory_order_relaxed) != 0 && local_peer_outstanding() && kick()) {
+            fi_cq_signal(cq_.get());
+        }
+        return false;
+    }
     if (signaled_.load(std::memory_order_acquire)) return false;  // the application has not polled yet
     if (inbox_.load(std::memory_order_acquire) != nullptr || kick()) {
         wake();

@@ -137,14 +137,8 @@ int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
             errno = EAGAIN;
             return -1;
         }
-        // On ofi the armed CQs are polled again every millisecond while the thread blocks: in one process,
-        // with both QPs' CQs in fd() mode and one thread waiting, the tcp provider's descriptor missed a
-        // completion's wake-up in 4 of 10 runs of pyverbs' test_cq_events_rc (the poll would have found it).
-        // On the simulator the descriptor is exact, and polls on a timer would make runs depend on real time.
         std::array<epoll_event, peek_max> ready;
-        const bool exact = context_of(channel.context).domain.capabilities().kind == weft::BackendKind::sim;
-        if (::epoll_wait(channel.fd, ready.data(), static_cast<int>(ready.size()), exact ? -1 : 1) < 0 &&
-            errno != EINTR) {
+        if (::epoll_wait(channel.fd, ready.data(), static_cast<int>(ready.size()), -1) < 0 && errno != EINTR) {
             return -1;
         }
     }
