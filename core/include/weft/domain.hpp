@@ -319,8 +319,10 @@ public:
     /// waiting for a timeout (unless the network between them is down: then it learns as from any loss).
     /// Requests this QP had not seen acknowledged may or may not have taken effect at the peer; wait for
     /// their completions first for a clean close. Calling it again, or on a QP already in error, only tells
-    /// the peer if it was not told yet. Throws weft::Error: Errc::invalid_state on a QP never connected,
-    /// Errc::not_supported without Feature::disconnect.
+    /// the peer if it was not told yet. On verbs only a QP connected by weft::connect or Listener::accept
+    /// has a connection to close (rdma_cm's), and destroying such a QP tells its peer too. Throws
+    /// weft::Error: Errc::invalid_state on a QP never connected, Errc::not_supported without
+    /// Feature::disconnect or (verbs) for a QP connected by address exchange.
     void disconnect();
     /// Moves the QP to error, as ibv_modify_qp(IBV_QPS_ERR) does: every request and receive still outstanding
     /// completes flushed, each queue in order, and so does every later one — the way to drain a QP before
