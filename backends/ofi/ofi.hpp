@@ -95,6 +95,9 @@ struct Profile {
     // progress thread only for blocking waits): a peer QP in this process is progressed by kicking its CQs
     // while a QP waits on it (OfiCq::kick_local_peers).
     bool needs_kicks = false;
+    // progress=thread: the service thread progresses every CQ and drives the handshakes, so that a process
+    // that never calls weft still answers its peers' writes, reads and atomics, as an RDMA NIC does.
+    bool progress_thread = false;
     // The CQ's FI_WAIT_FD becomes readable when a peer's data arrives, without anyone progressing (verbs,
     // tcp, rxm over tcp, sockets). Not shm: its senders only set a flag in the receiver's shared memory.
     bool native_wait = false;
@@ -472,6 +475,9 @@ public:
     // Whether a service round could find anything now: without a native wait, a request of a bound QP is
     // out; with one, a request of a bound QP whose peer lives in this process (it needs kicks).
     bool round_needed() noexcept;
+    // Whether a QP bound to this CQ is connected: only then does progress=thread kick it (shm's progress
+    // over an endpoint not yet enabled crashes).
+    bool connected_qp() noexcept;
     // A bound QP whose peer lives in this process has a request out (this thread's kicks may be needed).
     bool local_peer_outstanding() noexcept;
     // From a post on a QP of this CQ: ends the doze of a wait() that found nothing to progress (shm, or a
@@ -539,6 +545,7 @@ private:
     std::uint32_t depth_;
     std::atomic<std::uint64_t> reserved_{0};
     int wait_fd_ = -1;   // the provider's FI_WAIT_FD (native_wait)
+    bool thread_progress_ = false;  // in the service thread's rounds for progress=thread
     int event_fd_ = -1;  // otherwise
     // With a native wait: an eventfd a dozing wait() polls beside wait_fd_, for nudges (fi_cq_signal would
     // leave the provider's descriptor readable until a read consumes an entry).
@@ -801,6 +808,11 @@ void wake_at(const std::shared_ptr<OfiCq>& cq, std::chrono::steady_clock::time_p
 // long as any is left, backing off like the other rounds.
 void fd_mode_entered();
 void fd_mode_left() noexcept;
+// A CQ of a progress=thread domain (counted until it is destroyed): the thread drives the QPs that asked for
+// attention as for fd() mode, never dozes longer than a round's longest pause, and also wakes when the
+// provider's descriptor `wait_fd` (-1: none) reports new data (edge-triggered). stop_thread_progress undoes it.
+void start_thread_progress(OfiCq* cq, int wait_fd);
+void stop_thread_progress(OfiCq* cq, int wait_fd) noexcept;
 // A QP asked for attention: wakes the thread for an attention round when a CQ is in fd() mode.
 void attention_wanted() noexcept;
 // Set while the thread sleeps because no round could find anything (OfiCq::round_needed). A post makes a

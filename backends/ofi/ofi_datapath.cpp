@@ -814,7 +814,17 @@ void OfiCq::kick_local_peers() noexcept {
     }
 }
 
+bool OfiCq::connected_qp() noexcept {
+    std::unique_lock lock(bound_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    for (OfiQp* qp : bound_) {
+        if (qp->state() == QpState::rts) return true;
+    }
+    return false;
+}
+
 bool OfiCq::round_needed() noexcept {
+    if (thread_progress_) return true;  // a peer may write, read or call at any time
     if (inbox_.load(std::memory_order_acquire) != nullptr) return true;
     // Receives of a shared queue may complete at any time on private CQs that do not wake this one.
     if (srq_unwoken_.load(std::memory_order_relaxed) != 0) return true;
@@ -840,6 +850,13 @@ bool OfiCq::local_peer_outstanding() noexcept {
 
 bool OfiCq::service_round() noexcept {
     if (local_links_.load(std::memory_order_relaxed) != 0) kick_local_peers();
+    if (thread_progress_ && !fd_mode_.load(std::memory_order_acquire)) {
+        // progress=thread: move the provider although nobody polls this CQ, leaving its entries to the
+        // application. A CQ in fd() mode is left to the rounds below, as without the mode: the thread
+        // sleeping on its descriptor polls, and so progresses, whenever the provider has data.
+        if (connected_qp()) kick();
+        return false;
+    }
     if (srq_unwoken_.load(std::memory_order_relaxed) != 0 && !signaled_.load(std::memory_order_acquire) &&
         (pump_srq() > 0 || srq_pending_.load(std::memory_order_acquire))) {
         wake();

@@ -459,6 +459,8 @@ void OfiDomain::choose_info(const Config& cfg) {
     p.emulated_imm = !p.native_imm && p.cq_data_size >= 8;
     p.fence = (i.caps & FI_FENCE) != 0;
     p.needs_kicks = i.domain_attr->data_progress == FI_PROGRESS_MANUAL || p.provider != "verbs";
+    static constexpr std::string_view progress_choices[] = {"manual", "thread"};
+    p.progress_thread = cfg.get_choice("progress", "manual", progress_choices) == "thread";
     // Only the verbs provider itself: rxm over it reports errors of its own protocol too.
     p.verbs_status = p.provider == "verbs";
     p.inject_size = i.tx_attr->inject_size;

@@ -97,9 +97,14 @@ OfiCq::OfiCq(std::shared_ptr<OfiDomain> dom, const CqOptions& options)
         event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (event_fd_ < 0) throw_errno(errno, "eventfd for the CQ's descriptor", backend_name, "create_cq");
     }
+    if (profile_->progress_thread) {
+        service::start_thread_progress(this, wait_fd_);
+        thread_progress_ = true;
+    }
 }
 
 OfiCq::~OfiCq() {
+    if (thread_progress_) service::stop_thread_progress(this, wait_fd_);
     service::remove_round(this);
     if (fd_mode_.load(std::memory_order_acquire)) service::fd_mode_left();
     if (event_fd_ >= 0) ::close(event_fd_);

@@ -18,7 +18,7 @@ namespace weft::ofi {
 
 namespace {
 
-constexpr std::array<KeySpec, 9> ofi_keys{{
+constexpr std::array<KeySpec, 10> ofi_keys{{
     {"provider",
      "libfabric provider (fi_info -l): tcp, shm, sockets, verbs, tcp;ofi_rxm, verbs;ofi_rxm ...; default tcp"},
     {"ep_type", "msg or rdm; default msg where the provider offers FI_EP_MSG (tcp, verbs, sockets), rdm otherwise"},
@@ -37,6 +37,11 @@ constexpr std::array<KeySpec, 9> ofi_keys{{
      "the work requests a QP's send or receive queue may hold at most (Capabilities::max_qp_wr), asked of the "
      "provider as its tx and rx context size: 1 to 1048576; default: the provider's default (256 on tcp and "
      "sockets)"},
+    {"progress",
+     "manual (default): the provider moves data inside weft calls on the CQs (and the service thread's, where "
+     "needed), so a peer that never calls weft may stall one-sided requests; thread: the service thread also "
+     "progresses every CQ, at least every millisecond and when the provider's descriptor reports data, as a "
+     "NIC answers writes, reads and atomics without the target's CPU"},
     {"shm_cleanup",
      "shm: on (default): at open, remove the /dev/shm regions this user's shm endpoints left when their process "
      "ended without closing them (SIGKILL), named <pid>:<uid>:<n> with no process <pid>; off: leave them"},

@@ -64,13 +64,20 @@ struct State {
 std::mutex start_mu;
 State* state = nullptr;
 std::atomic<std::uint32_t> fd_cqs{0};  // CQs in fd() mode
+std::atomic<std::uint32_t> thread_cqs{0};  // CQs of progress=thread domains
+constexpr std::uint64_t progress_id = 1ull << 63;  // epoll ids of progress=thread descriptors
+
+// Whether the application may leave the QPs that asked for attention to this thread.
+bool attention_ours() noexcept {
+    return fd_cqs.load(std::memory_order_acquire) != 0 || thread_cqs.load(std::memory_order_acquire) != 0;
+}
 
 void run(State* s) noexcept {
     std::array<epoll_event, 16> events{};
     std::chrono::nanoseconds pause = round_min;
     for (;;) {
         // Attention rounds: a CQ is in fd() mode and a QP needs driving that the application may never poll.
-        const bool attention = fd_cqs.load(std::memory_order_acquire) != 0 && registry::attention_pending();
+        const bool attention = attention_ours() && registry::attention_pending();
         if (attention) registry::drive_all(true);
         const bool rounds = s->has_rounds.load(std::memory_order_acquire) ||
                             (attention && registry::attention_pending());
@@ -112,6 +119,10 @@ void run(State* s) noexcept {
             std::lock_guard lock(s->mu);
             for (int i = 0; i < n; ++i) {
                 const std::uint64_t id = events[static_cast<std::size_t>(i)].data.u64;
+                if (id == progress_id) {
+                    pause = round_min;  // a progress=thread CQ's provider has data: a round now
+                    continue;
+                }
                 if (id == 0) {
                     std::uint64_t count = 0;
                     [[maybe_unused]] ssize_t r = ::read(s->wake, &count, sizeof count);
@@ -207,8 +218,37 @@ void fd_mode_entered() {
 
 void fd_mode_left() noexcept { fd_cqs.fetch_sub(1, std::memory_order_acq_rel); }
 
+void start_thread_progress(OfiCq* cq, int wait_fd) {
+    State& s = started();
+    if (wait_fd >= 0) {
+        // Edge-triggered: the provider's descriptor stays readable while entries wait for the application,
+        // and the thread only needs to know when new data arrives.
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLET;
+        ev.data.u64 = progress_id;
+        if (::epoll_ctl(s.epfd, EPOLL_CTL_ADD, wait_fd, &ev) != 0) {
+            throw_errno(errno, "watching the CQ's descriptor for progress=thread", backend_name, "create_cq");
+        }
+    }
+    thread_cqs.fetch_add(1, std::memory_order_acq_rel);
+    try {
+        add_round(cq);
+    } catch (...) {
+        stop_thread_progress(cq, wait_fd);
+        throw;
+    }
+}
+
+void stop_thread_progress(OfiCq* cq, int wait_fd) noexcept {
+    State* s = current();
+    if (s == nullptr) return;
+    remove_round(cq);
+    if (wait_fd >= 0) ::epoll_ctl(s->epfd, EPOLL_CTL_DEL, wait_fd, nullptr);
+    thread_cqs.fetch_sub(1, std::memory_order_acq_rel);
+}
+
 void attention_wanted() noexcept {
-    if (fd_cqs.load(std::memory_order_acquire) == 0) return;
+    if (!attention_ours()) return;
     if (State* s = current()) wake(*s);
 }
 

@@ -25,8 +25,6 @@
 namespace weft::compat {
 namespace {
 
-// "weft" in the upper bytes, the device number in the lowest.
-constexpr std::uint64_t node_guid = 0x7765667400000001ull;
 // No IEEE OUI of its own: the value software devices report (Soft-RoCE's RXE_VENDOR_ID).
 constexpr std::uint32_t vendor_id = 0xffffff;
 // Counts weft does not limit; reported so that programs sizing their pools from them get sane values.
@@ -60,6 +58,15 @@ const Device& device() {
     return d;
 }
 
+// The configuration a context opens: $WEFT_BACKEND's, and on ofi progress=thread unless it says otherwise.
+// A verbs program expects one-sided requests to complete while the target process does not call verbs
+// (perftest's ib_write_bw server waits on a socket), and libfabric's tcp and shm move data only inside calls.
+std::string domain_config(const std::string& config) {
+    const Config parsed = Config::parse(config);
+    if (parsed.backend() != "ofi" || parsed.has("progress")) return config;
+    return config + (config.find(':') == std::string::npos ? ":" : ",") + "progress=thread";
+}
+
 ibv_port_attr port_attributes(Context& ctx) {
     const Capabilities& caps = ctx.domain.capabilities();
     ibv_port_attr a{};
@@ -74,7 +81,7 @@ ibv_port_attr port_attributes(Context& ctx) {
     a.gid_tbl_len = gid_table_len;
     a.max_msg_sz = static_cast<std::uint32_t>(std::min<std::uint64_t>(caps.max_msg_size, UINT32_MAX));
     a.pkey_tbl_len = 1;
-    a.lid = 1;  // programs check for a LID on an InfiniBand port
+    a.lid = port_lid();  // programs check for a LID on an InfiniBand port; on ofi, the process's (rendezvous.cpp)
     a.max_vl_num = 1;
     a.active_width = 2;   // 4x
     a.active_speed = 32;  // EDR: 4x EDR is the simulator's default 100 Gbit/s
@@ -188,7 +195,7 @@ void ibv_free_device_list(ibv_device** list) { delete[] list; }
 
 const char* ibv_get_device_name(ibv_device* dev) { return dev->name; }
 
-__be64 ibv_get_device_guid(ibv_device*) { return htobe64(node_guid); }
+__be64 ibv_get_device_guid(ibv_device*) { return htobe64(node_guid()); }
 
 int ibv_get_device_index(ibv_device* dev) { return dev == &device().dev ? 0 : -1; }
 
@@ -206,7 +213,7 @@ ibv_context* ibv_open_device(ibv_device* dev) {
         auto ctx = std::make_unique<Context>();
         {
             Opening nested;
-            ctx->domain = weft::open();
+            ctx->domain = weft::open(domain_config(d.config));
         }
         ctx->refusing = ctx->domain.register_memory(ctx->refused_bytes.data(), ctx->refused_bytes.size(),
                                                     weft::Access::none);
@@ -253,7 +260,7 @@ int ibv_query_device(ibv_context* c, ibv_device_attr* out) {
         ibv_device_attr a{};
         std::snprintf(a.fw_ver, sizeof a.fw_ver, "weft %s (%s)", std::string(weft::version()).c_str(),
                       caps.device.c_str());
-        a.node_guid = htobe64(node_guid);
+        a.node_guid = htobe64(node_guid());
         a.sys_image_guid = a.node_guid;
         a.vendor_id = vendor_id;
         a.max_mr_size = caps.max_mr_size;
@@ -300,7 +307,7 @@ int ibv_query_gid(ibv_context*, std::uint8_t port, int index, ibv_gid* gid) {
     *gid = {};
     if (index == 0) {
         gid->global.subnet_prefix = htobe64(0xfe80000000000000ull);
-        gid->global.interface_id = htobe64(node_guid);
+        gid->global.interface_id = htobe64(node_guid());
     }
     return 0;
 }

@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -36,24 +37,50 @@ constexpr int gid_table_len = 16;
 // check_peer_access re-aims a request at that region. One per context, shared with the QPs connected to
 // the context's QPs. A verbs rkey is unique in its context: a new region whose weft rkey is kept here is
 // registered again (objects.cpp).
+//
+// A QP connected to a QP of another process (rendezvous.cpp) has one of its own for the peer process
+// (`remote_lid` set): it is filled as the peer's keys are first used, from what the peer published.
 struct RkeyAliases {
     std::atomic<std::size_t> size{0};  // read without the lock: most contexts never have one
     mutable std::mutex mu;
-    std::unordered_map<std::uint32_t, std::uint64_t> weft_rkey;
-    std::uint32_t next_own = 0;  // the next verbs rkey objects.cpp's verbs_rkey tries, for 64-bit weft rkeys
+    mutable std::unordered_map<std::uint32_t, std::uint64_t> weft_rkey;
+    std::uint16_t remote_lid = 0;  // the peer process's LID, for the aliases of another process
 
-    // The weft rkey behind verbs rkey `rkey`: `rkey` itself unless ibv_rereg_mr kept it.
+    // The weft rkey behind verbs rkey `rkey`: `rkey` itself unless ibv_rereg_mr kept it or it is an alias.
     std::uint64_t resolve(std::uint64_t rkey) const noexcept {
+        if (remote_lid) return resolve_remote(rkey);
         if (size.load(std::memory_order_acquire) == 0 || rkey > UINT32_MAX) return rkey;
         std::lock_guard lock(mu);
         auto it = weft_rkey.find(static_cast<std::uint32_t>(rkey));
         return it == weft_rkey.end() ? rkey : it->second;
     }
+    std::uint64_t resolve_remote(std::uint64_t rkey) const noexcept;  // rendezvous.cpp
     bool kept(std::uint64_t rkey) const {
         std::lock_guard lock(mu);
         return rkey <= UINT32_MAX && weft_rkey.count(static_cast<std::uint32_t>(rkey)) != 0;
     }
 };
+
+// Several processes (rendezvous.cpp, docs/verbs-frontend.md): on ofi, each process claims a LID of its own
+// and publishes its QPs' addresses and its rkey aliases in a per-host directory. Off on the simulator (and
+// when the directory is not usable): the LID is 1 and QPs connect within the process.
+//
+// The node GUID: "weft" in the upper bytes, the port's LID in the lowest two, so that a GID (fe80:: + GUID)
+// names the process as the LID does.
+constexpr std::uint64_t node_guid_base = 0x7765667400000000ull;
+bool host_wide() noexcept;
+std::uint16_t port_lid() noexcept;
+std::uint64_t node_guid() noexcept;
+// The LID in a GID's interface ID (a node GUID of the front end's), or nullopt for a GUID not of this form.
+std::optional<std::uint16_t> lid_of_guid(std::uint64_t guid) noexcept;
+// Publishes QP `qp_num`'s weft address (a failure is logged: only other processes lose it); withdraws it.
+void publish_qp(std::uint32_t qp_num, std::span<const std::byte> address) noexcept;
+void withdraw_qp(std::uint32_t qp_num) noexcept;
+// Publishes the weft rkey behind verbs rkey `rkey` (a failure is logged: only other processes lose it).
+void publish_rkey(std::uint32_t rkey, std::uint64_t weft_rkey) noexcept;
+void withdraw_rkey(std::uint32_t rkey) noexcept;
+// The weft address of QP `qp_num` of the process with LID `lid`. Throws weft::Error saying why there is none.
+std::vector<std::byte> peer_address(std::uint16_t lid, std::uint32_t qp_num);
 
 // An opened device: rdma-core's extended context (abi_compat = __VERBS_ABI_IS_EXTENDED, so verbs.h's
 // inline functions find query_port) over one weft Domain.

@@ -6,7 +6,10 @@
 
 #include <weft/error.hpp>
 
+#include <endian.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -74,14 +77,20 @@ MemoryRegion new_region(Context& ctx, void* addr, std::size_t length, Access acc
 // (RkeyAliases), so that a peer's request with it reaches the region.
 std::uint32_t verbs_rkey(Context& ctx, const MemoryRegion& region) {
     if (region.rkey() <= UINT32_MAX) return static_cast<std::uint32_t>(region.rkey());
+    // One counter for the process, so that a key is the process's only one: peers in other processes
+    // name a region by LID and key (rendezvous.cpp).
+    static std::atomic<std::uint32_t> next_own{0};
     RkeyAliases& aliases = *ctx.aliases;
-    std::lock_guard lock(aliases.mu);
     std::uint32_t key = 0;
-    do {
-        key = 0x80000000u | (aliases.next_own++ & 0x7fffffffu);
-    } while (aliases.weft_rkey.count(key) != 0);
-    aliases.weft_rkey[key] = region.rkey();
-    aliases.size.store(aliases.weft_rkey.size(), std::memory_order_release);
+    {
+        std::lock_guard lock(aliases.mu);
+        do {
+            key = 0x80000000u | (next_own.fetch_add(1, std::memory_order_relaxed) & 0x7fffffffu);
+        } while (aliases.weft_rkey.count(key) != 0);
+        aliases.weft_rkey[key] = region.rkey();
+        aliases.size.store(aliases.weft_rkey.size(), std::memory_order_release);
+    }
+    publish_rkey(key, region.rkey());
     return key;
 }
 
@@ -107,13 +116,20 @@ ibv_mr* register_memory(ibv_pd* ibpd, void* addr, std::size_t length, unsigned f
 // Aims verbs rkey `rkey` at weft rkey `weft`; drops its alias when they are the same.
 void alias_rkey(Context& ctx, std::uint32_t rkey, std::uint64_t weft) {
     RkeyAliases& aliases = *ctx.aliases;
-    std::lock_guard lock(aliases.mu);
-    if (weft == rkey) {
-        aliases.weft_rkey.erase(rkey);
-    } else {
-        aliases.weft_rkey[rkey] = weft;
+    {
+        std::lock_guard lock(aliases.mu);
+        if (weft == rkey) {
+            aliases.weft_rkey.erase(rkey);
+        } else {
+            aliases.weft_rkey[rkey] = weft;
+        }
+        aliases.size.store(aliases.weft_rkey.size(), std::memory_order_release);
     }
-    aliases.size.store(aliases.weft_rkey.size(), std::memory_order_release);
+    if (weft == rkey) {
+        withdraw_rkey(rkey);
+    } else {
+        publish_rkey(rkey, weft);
+    }
 }
 
 // The provider's part of ibv_rereg_mr: an errno value. Only new access rights: the memory is registered
@@ -212,15 +228,46 @@ void record(ibv_qp_attr& to, const ibv_qp_attr& a, int mask) {
     if (mask & IBV_QP_DEST_QPN) to.dest_qp_num = a.dest_qp_num;
 }
 
-// RTR: connects the weft QP to the one numbered `dest`, which must be a QP of this process.
-void connect(Qp& qp, std::uint32_t dest) {
+// The LID of the process whose QP RTR's address vector names: the GID's (a global route to a GID of the
+// front end's, fe80:: + node GUID) or the destination LID. 0 names this process, as the address vector
+// does not matter within one.
+std::uint16_t dest_lid(const ibv_ah_attr& av) {
+    if (!av.is_global) return av.dlid;
+    const std::uint64_t guid = be64toh(av.grh.dgid.global.interface_id);
+    auto lid = lid_of_guid(guid);
+    if (!lid) {
+        char text[40];
+        std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(guid));
+        throw Error(Errc::invalid_argument, std::string("the destination GID's interface ID ") + text +
+                                                " is not a weft port's (7765667400000000 + LID)");
+    }
+    return *lid;
+}
+
+// RTR to a QP of another process on this host (rendezvous.cpp): the address it published. Its access flags
+// are not known here; the backend checks the rights of its regions.
+void connect_remote(Qp& qp, std::uint16_t lid, std::uint32_t dest) {
+    qp.queue.connect(peer_address(lid, dest));
+    auto aliases = std::make_shared<RkeyAliases>();
+    aliases->remote_lid = lid;
+    qp.peer_aliases = std::move(aliases);
+    qp.peer_access.reset();
+}
+
+// RTR: connects the weft QP to the one numbered `dest`: a QP of this process, or on ofi one of another
+// process that the address vector names.
+void connect(Qp& qp, std::uint32_t dest, const ibv_ah_attr& av) {
+    if (host_wide()) {
+        const std::uint16_t lid = dest_lid(av);
+        if (lid != 0 && lid != port_lid()) return connect_remote(qp, lid, dest);
+    }
     QpTable& table = qp_table();
     std::lock_guard lock(table.mu);
     auto it = table.by_num.find(dest);
     if (it == table.by_num.end()) {
-        throw Error(Errc::invalid_argument, "dest_qp_num " + std::to_string(dest) +
-                                                " names no QP of this process (the front end connects QPs of one "
-                                                "process only)");
+        throw Error(Errc::invalid_argument, "dest_qp_num " + std::to_string(dest) + " names no QP of this process" +
+                                                (host_wide() ? " (LID " + std::to_string(port_lid()) + ")"
+                                                             : std::string(" (the simulator connects QPs of one process only)")));
     }
     Qp& peer = *it->second;
     qp.queue.connect(peer.queue.address());
@@ -240,7 +287,7 @@ int modify(Qp& qp, const ibv_qp_attr& a, int mask) {
     if (int err = check_values(a, mask)) return err;
     // weft has no reset of a used QP and no send-queue drain.
     if (next == IBV_QPS_SQD || (next == IBV_QPS_RESET && cur != IBV_QPS_RESET)) return EOPNOTSUPP;
-    if (next == IBV_QPS_RTR) connect(qp, a.dest_qp_num);
+    if (next == IBV_QPS_RTR) connect(qp, a.dest_qp_num, a.ah_attr);
     if (next == IBV_QPS_ERR) qp.queue.to_error();  // everything outstanding and later completes flushed
     record(qp.attr, a, mask);
     if (mask & IBV_QP_ACCESS_FLAGS) qp.access->store(a.qp_access_flags, std::memory_order_relaxed);
@@ -321,6 +368,7 @@ ibv_qp* new_qp(ibv_pd* ibpd, ibv_qp_init_attr& init, bool extended) {
         q.state = IBV_QPS_RESET;
         q.qp_type = IBV_QPT_RC;
         qp->sq_sig_all = init.sq_sig_all != 0;
+        publish_qp(q.qp_num, qp->queue.address());
         {
             QpTable& table = qp_table();
             std::lock_guard lock(table.mu);
@@ -543,6 +591,7 @@ int ibv_destroy_qp(ibv_qp* ibqp) {
         std::lock_guard lock(table.mu);
         table.by_num.erase(ibqp->qp_num);
     }
+    withdraw_qp(ibqp->qp_num);
     // As rdma-core's destroy: the events ibv_get_async_event returned for the QP must be acknowledged.
     wait_for_acks(ibqp->mutex, ibqp->cond, ibqp->events_completed, qp->events_reported);
     --static_cast<Pd*>(ibqp->pd)->users;

@@ -37,12 +37,14 @@ static inline struct ibv_wc poll_one(struct ibv_cq *cq) {
     return wc;
 }
 
-/* INIT with `access`, RTR pointing at `dest`, RTS. */
+/* INIT with `access`, RTR pointing at `dest` (a QP of this process: the port's LID), RTS. */
 static inline void connect_qp(struct ibv_qp *qp, uint32_t dest, int access) {
+    struct ibv_port_attr pa;
+    CHECK(ibv_query_port(qp->context, port, &pa) == 0, "ibv_query_port");
     struct ibv_qp_attr init = {.qp_state = IBV_QPS_INIT, .port_num = port, .qp_access_flags = (unsigned)access};
     CHECK(ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0, "INIT");
     struct ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = dest,
-                              .max_dest_rd_atomic = 1, .min_rnr_timer = 12, .ah_attr = {.dlid = 1, .port_num = port}};
+                              .max_dest_rd_atomic = 1, .min_rnr_timer = 12, .ah_attr = {.dlid = pa.lid, .port_num = port}};
     CHECK(ibv_modify_qp(qp, &rtr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0,
           "RTR");
