@@ -6,7 +6,7 @@
 # for their out-of-band exchange. Each pair must exit 0 on both sides, and the client must print its result
 # (pingpong's "iters in", perftest's table row). Skipped, saying why, without the programs.
 set -uo pipefail
-libdir=$1
+libdir=$(cd "$1" && pwd)  # absolute: the programs run in a directory of their own
 config=$2
 port=$3
 
