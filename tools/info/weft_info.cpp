@@ -65,6 +65,9 @@ constexpr EnvVar environment[] = {
      "(\"debug:ofi,core\"); messages go to stderr unless the program sets weft::set_log_function; unset: "
      "nothing is logged"},
     {"WEFT_OFI_TRACE", "ofi backend", "1: print every provider error completion entry to stderr"},
+    {"WEFT_VERBS_RENDEZVOUS", "libibverbs front end",
+     "the directory where processes on ofi publish their LIDs, QP addresses and rkeys (default "
+     "/dev/shm/weft-verbs-<uid>); it must be this user's and not writable by others"},
     {"FI_MR_CACHE_MAX_COUNT", "ofi backend (sets it)",
      "set to 0 when unset: libfabric's MR cache would keep regions registered, with every remote right, "
      "after they are closed"},
