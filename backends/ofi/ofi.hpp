@@ -334,6 +334,10 @@ struct Slot {
     // Fenced on a provider without FI_FENCE: handed over only once the ring has no read or atomic out.
     bool fence_wait = false;
     std::atomic<bool> done{false};
+    // A receive the provider returned because the connection closed under it (OfiCq::absorb_error): it
+    // stays outstanding, as on an RC QP that does not see its peer go, until the QP goes to error
+    // (OfiQp::release_parked), when it completes flushed.
+    std::atomic<bool> parked{false};
 
     // Counts one provider completion off; true when it was the last. A slot given up on at its QP's
     // transport deadline has none left, and a late completion of it changes nothing.
@@ -630,6 +634,10 @@ public:
     // Moves the QP to the error state because slot `origin_seq` of `origin` failed; `reason` is what the
     // origin reports when it has no status of its own (it was cancelled, or never reached the provider).
     void enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason = WcStatus::general) noexcept;
+    // A receive the provider gave back as its connection closed, the QP still up: parked (Slot::parked).
+    void park(Slot& s) noexcept;
+    // Completes the parked receives flushed, once the QP is in error.
+    void release_parked() noexcept;
     // A provider error for `s` arrived after the QP was already in error: when `s` precedes the recorded
     // origin on its ring (providers report a broken connection's requests in any order), it becomes the
     // origin. Consumer side only.
@@ -725,6 +733,7 @@ private:
     std::mutex mu_;                       // slow paths: connecting, backlog, error
     std::atomic<QpState> state_{QpState::init};
     std::atomic<bool> error_{false};
+    std::atomic<std::uint32_t> parked_{0};  // receives parked (Slot::parked)
     std::atomic<bool> connect_called_{false};
     std::atomic<bool> ep_ready_{false};   // the endpoint exists and takes receives
     std::atomic<bool> peer_gone_{false};  // the in-process peer QP was destroyed

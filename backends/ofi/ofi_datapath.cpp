@@ -587,6 +587,28 @@ void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason)
     // connection breaks (across processes), a peer in this process is told at once.
     close_liveness_listener();
     if (std::uint64_t peer = peer_nonce_.load(std::memory_order_acquire); peer != 0) registry::tell_peer_gone(peer);
+    release_parked();
+}
+
+void OfiQp::park(Slot& s) noexcept {
+    s.status = WcStatus::flushed;
+    parked_.fetch_add(1, std::memory_order_acq_rel);
+    s.parked.store(true, std::memory_order_release);
+    if (in_error()) release_parked();  // the QP went to error meanwhile: nothing else would release it
+}
+
+void OfiQp::release_parked() noexcept {
+    if (parked_.load(std::memory_order_acquire) == 0) return;
+    bool any = false;
+    const std::uint64_t tail = recv_.tail.load(std::memory_order_acquire);
+    for (std::uint64_t i = recv_.freed.load(std::memory_order_acquire); i < tail; ++i) {
+        Slot& s = recv_.at(i);
+        if (!s.parked.exchange(false, std::memory_order_acq_rel)) continue;
+        parked_.fetch_sub(1, std::memory_order_acq_rel);
+        s.done.store(true, std::memory_order_release);
+        any = true;
+    }
+    if (any) recv_.cq->notify(recv_);
 }
 
 void OfiQp::lower_origin(Slot& s) noexcept {
@@ -991,6 +1013,15 @@ void OfiCq::absorb_error() noexcept {
     // shm (1.17) reports some errors negated.
     const int code = err.err < 0 ? -err.err : err.err;
     const int prov = err.prov_errno < 0 ? -err.prov_errno : err.prov_errno;
+    if (!already && !r.send_side && code == FI_ECANCELED) {
+        // weft cancels only after the QP is in error: the provider returned a posted receive because the
+        // connection closed under it (tcp, when the peer's endpoint closes). A QP of an RC device does
+        // not see its peer go while it only waits for messages (ibv_rc_pingpong's server still waits for
+        // its last send's completion when the client exits): the receive stays outstanding, and completes
+        // flushed once the QP goes to error for a reason of its own (a request of its own failing).
+        if (s.complete_op()) qp.park(s);
+        return;
+    }
     WcStatus st = map_error(*profile_, code, err.prov_errno);
     // weft cancels only after the QP is in error; a cancellation or flush before that is the provider
     // tearing the connection down (tcp does so when the peer closes it, or when the peer refused an access;

@@ -229,6 +229,24 @@ BOOST_AUTO_TEST_CASE(destroyed_peer_gives_transport_retry_exceeded) {
     BOOST_TEST(p.a.qp.state() == QpState::error);
 }
 
+// A QP that only waits for messages does not see its peer go, as on an RC device (ibv_rc_pingpong's server
+// may still wait for its last send's completion when the client exits): its receives stay outstanding, and
+// complete flushed, in order, once the QP goes to error for a reason of its own.
+BOOST_AUTO_TEST_CASE(destroyed_peer_leaves_waiting_receives_outstanding) {
+    Pair p;
+    BOOST_REQUIRE(p.a.qp.post_recv({recv(1, p.a.seg(0, 64)), recv(2, p.a.seg(64, 64))}));
+    p.b.qp = QueuePair();  // the peer QP is destroyed
+    const auto early = weft::test::maybe_next(p.a.cq, std::chrono::milliseconds(300));
+    BOOST_TEST(!early.has_value(), "a receive completed after the peer went: " << (early ? *early : Completion{}));
+    BOOST_TEST(p.a.qp.state() == QpState::rts);
+    p.a.qp.to_error();
+    for (std::uint64_t id = 1; id <= 2; ++id) {
+        const Completion c = next(p.a.cq);
+        BOOST_TEST(c.id == id);
+        BOOST_TEST(c.status == WcStatus::flushed);
+    }
+}
+
 // QueuePair::to_error drains a QP as ibv_modify_qp(IBV_QPS_ERR) does: it is in error at once, what is
 // outstanding completes flushed in order, and so does everything posted later, which takes no effect.
 BOOST_AUTO_TEST_CASE(to_error_flushes_what_is_outstanding_and_everything_later) {
