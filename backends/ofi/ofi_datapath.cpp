@@ -567,7 +567,8 @@ void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason)
     while (first_open < tail && other.at(first_open).done.load(std::memory_order_acquire)) ++first_open;
     none = no_seq;
     other.flush_from.compare_exchange_strong(none, first_open, std::memory_order_acq_rel);
-    if (error_.exchange(true, std::memory_order_acq_rel)) return;
+    // seq_cst, as park()'s: one of the two sees the other (release_parked).
+    if (error_.exchange(true, std::memory_order_seq_cst)) return;
     state_.store(QpState::error, std::memory_order_release);
     send_.direct.store(false, std::memory_order_release);
     recv_.direct.store(false, std::memory_order_release);
@@ -592,13 +593,14 @@ void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason)
 
 void OfiQp::park(Slot& s) noexcept {
     s.status = WcStatus::flushed;
-    parked_.fetch_add(1, std::memory_order_acq_rel);
+    // seq_cst with enter_error's exchange: either it sees this slot parked, or this sees the error.
     s.parked.store(true, std::memory_order_release);
-    if (in_error()) release_parked();  // the QP went to error meanwhile: nothing else would release it
+    parked_.fetch_add(1, std::memory_order_seq_cst);
+    if (error_.load(std::memory_order_seq_cst)) release_parked();  // nothing else would release it
 }
 
 void OfiQp::release_parked() noexcept {
-    if (parked_.load(std::memory_order_acquire) == 0) return;
+    if (parked_.load(std::memory_order_seq_cst) == 0) return;
     bool any = false;
     const std::uint64_t tail = recv_.tail.load(std::memory_order_acquire);
     for (std::uint64_t i = recv_.freed.load(std::memory_order_acquire); i < tail; ++i) {
