@@ -43,7 +43,8 @@
 // A memory region is never released while in use (a misuse, not a fault);
 // the sweep fails a seed on any misuse the simulator reports. At the end it prints the faults injected per
 // kind, the seeds and the time.
-// $WEFT_SOAK_SEEDS sets the number of seeds (default 2000, CI's figure); $WEFT_SIM_SEED replays one.
+// $WEFT_SOAK_SEEDS sets the number of seeds (default 2000, CI's figure), $WEFT_SOAK_FIRST the first (default
+// 1); $WEFT_SIM_SEED replays one.
 #include "node.hpp"
 
 #include <weft/testing.hpp>
@@ -839,12 +840,15 @@ BOOST_AUTO_TEST_CASE(four_nodes_under_faults_keep_every_rc_promise) {
     o.base = soak_config;
     o.seeds = 2000;
     if (const char* n = std::getenv("WEFT_SOAK_SEEDS")) o.seeds = std::strtoull(n, nullptr, 10);
+    // ctest runs the soak in parts, each its own range of seeds, so that a slow build (the sanitizers') can
+    // run them side by side.
+    if (const char* f = std::getenv("WEFT_SOAK_FIRST")) o.first = std::strtoull(f, nullptr, 10);
     totals = {};
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = testing::sweep(run_soak, o);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto& t = totals;
-    std::printf("soak: %llu seed(s) of 4 nodes, 12 QPs, %zu requests each, %s, in %.1f s (%.2f ms per seed)\n"
+    std::printf("soak: %llu seed(s) from %llu of 4 nodes, 12 QPs, %zu requests each, %s, in %.1f s (%.2f ms per seed)\n"
                 "soak: faults: packets dropped %llu, duplicated %llu, delayed %llu (retransmissions %llu); "
                 "registrations failed %llu, QP creations failed %llu (connections given up %llu); registrations "
                 "mid-run %llu, failed %llu (done without %llu); connections made mid-run %llu, QP creations failed "
@@ -854,7 +858,8 @@ BOOST_AUTO_TEST_CASE(four_nodes_under_faults_keep_every_rc_promise) {
                 "done %llu; forged keys %llu; requests %llu, of several packets %llu: never completed %llu, "
                 "transport_retry_exceeded %llu, flushed %llu, posted after the peer was gone %llu, placed in "
                 "part %llu\n",
-                static_cast<unsigned long long>(r.runs), requests_per_qp, r.ok() ? "no violation" : "FAILED",
+                static_cast<unsigned long long>(r.runs),
+                static_cast<unsigned long long>(testing::detail::seed_range(o).first), requests_per_qp, r.ok() ? "no violation" : "FAILED",
                 seconds, r.runs ? seconds * 1000 / static_cast<double>(r.runs) : 0.0,
                 static_cast<unsigned long long>(t.dropped), static_cast<unsigned long long>(t.duplicated),
                 static_cast<unsigned long long>(t.delayed), static_cast<unsigned long long>(t.retransmitted),

@@ -84,6 +84,7 @@ constexpr EnvVar environment[] = {
     {"WEFT_SIM_SEED", "<weft/testing.hpp>", "run only this seed of every seed sweep (replay)"},
     {"WEFT_SIM_SEEDS", "<weft/testing.hpp>", "the number of seeds each sweep runs (default: the test's own)"},
     {"WEFT_SOAK_SEEDS", "tests/sim (soak)", "seeds of the four-node fault soak instead of 2000"},
+    {"WEFT_SOAK_FIRST", "tests/sim (soak)", "first seed of the four-node fault soak instead of 1"},
     {"WEFT_FUZZ_JOBS", "tests/fuzz/run.sh", "fuzz targets run side by side (default: one per core)"},
     {"WEFT_ALLOC_BACKTRACES", "tests/conformance (cost)", "print the call stacks of the first N allocations counted"},
     {"WEFT_SIM_SCHEDULE", "<weft/testing.hpp>", "replay: each exploration runs only the schedule this token names"},
