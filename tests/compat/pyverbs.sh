@@ -16,16 +16,9 @@ min_ok=$3
 backend=${4:-sim}
 known=${5:-}
 device=weft_${backend%%:*}0
-python=/usr/bin/python3  # Debian's, where python3-pyverbs installs pyverbs
+. "$(dirname "$0")/pyverbs_common.sh"
 
-if [ ! -f "$suite/run_tests.py" ]; then
-    echo "SKIP: no pyverbs test suite at $suite (set WEFT_PYVERBS_TESTS to rdma-core's tests/ directory)"
-    exit 0
-fi
-if [ ! -x "$python" ] || ! "$python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("pyverbs") is None)'; then
-    echo "SKIP: $python has no pyverbs (apt-get install python3-pyverbs)"
-    exit 0
-fi
+pyverbs_require "$suite"
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

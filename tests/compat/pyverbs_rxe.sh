@@ -10,16 +10,9 @@ set -u
 libdir=$1
 suite=${WEFT_PYVERBS_TESTS:-$2}
 min_both=$3
-python=/usr/bin/python3
+. "$(dirname "$0")/pyverbs_common.sh"
 
-if [ ! -f "$suite/run_tests.py" ]; then
-    echo "SKIP: no pyverbs test suite at $suite (set WEFT_PYVERBS_TESTS to rdma-core's tests/ directory)"
-    exit 0
-fi
-if [ ! -x "$python" ] || ! "$python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("pyverbs") is None)'; then
-    echo "SKIP: $python has no pyverbs (apt-get install python3-pyverbs)"
-    exit 0
-fi
+pyverbs_require "$suite"
 if [ ! -e /sys/class/infiniband/rxe0 ]; then
     echo "SKIP: no rxe0 device here (run it in the Soft-RoCE guest: tools/softroce/run-in-guest)"
     exit 0
