@@ -175,9 +175,12 @@ int main(int argc, char** argv) {
     try {
         const int iters = 200000;
         std::printf("%s\n", config.c_str());
-        std::printf("  empty poll, raw fi_cq_read (%s):  %8.1f ns\n", provider.c_str(), raw_empty_poll(provider, iters));
-        std::printf("  empty poll, weft, 2 CQs (1 pair):  %8.1f ns\n", weft_empty_poll(config, 2, iters));
-        std::printf("  empty poll, weft, 64 CQs:          %8.1f ns\n", weft_empty_poll(config, 64, iters));
+        const double raw = raw_empty_poll(provider, iters);
+        std::printf("  empty poll, raw fi_cq_read (%s):  %8.1f ns\n", provider.c_str(), raw);
+        const double two = weft_empty_poll(config, 2, iters);
+        std::printf("  empty poll, weft, 2 CQs (1 pair):  %8.1f ns  (%.2fx raw)\n", two, two / raw);
+        const double many = weft_empty_poll(config, 64, iters);
+        std::printf("  empty poll, weft, 64 CQs:          %8.1f ns  (%.2fx raw; target <= 2x)\n", many, many / raw);
         std::printf("  idle CPU, epoll on 64 fd()s, 2 s:  %8.1f %% of a core\n", idle_cpu_fd(config, 2.0));
         std::printf("  idle CPU, wait() on 1 of 64, 2 s:  %8.1f %% of a core\n", idle_cpu_wait(config, 2.0));
     } catch (const std::exception& e) {
