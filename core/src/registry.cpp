@@ -14,10 +14,13 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace weft {
@@ -91,6 +94,33 @@ bool exists(const std::string& path) {
 
 // Loads (once per process) the plugin module for backend `name`. Modules are never unloaded: objects
 // they created may outlive any registry call.
+// Empty when a plugin's layout record equals this build's; otherwise the first difference, e.g. "layout of
+// weft::SendRequest (112 bytes, aligned to 8; this libweft's: 104 bytes, aligned to 8)".
+std::string layout_mismatch(const detail::PluginLayout& theirs) {
+    const auto& ours = detail::plugin_types;
+    auto text = [](const detail::TypeLayout& t) {
+        return std::to_string(t.size) + " bytes, aligned to " + std::to_string(t.align);
+    };
+    const std::size_t n = std::min<std::size_t>(theirs.count, std::size(ours));
+    if (theirs.types == nullptr && theirs.count != 0) return "layout record (a null table)";
+    for (std::size_t i = 0; i < n; ++i) {
+        const detail::TypeLayout& t = theirs.types[i];
+        const char* name = t.name != nullptr ? t.name : "(unnamed)";
+        if (std::string_view(name) != ours[i].name) {
+            return "list of shared types (entry " + std::to_string(i) + " is " + name + ", this libweft's is " +
+                   ours[i].name + ")";
+        }
+        if (t.size != ours[i].size || t.align != ours[i].align) {
+            return "layout of " + std::string(name) + " (" + text(t) + "; this libweft's: " + text(ours[i]) + ")";
+        }
+    }
+    if (theirs.count != std::size(ours)) {
+        return "list of shared types (" + std::to_string(theirs.count) + " of them; this libweft's has " +
+               std::to_string(std::size(ours)) + ")";
+    }
+    return {};
+}
+
 Loaded load(const Entry& e) {
     if (e.builtin) return {e.builtin, {}, {}};
     std::lock_guard lock(load_mutex);
@@ -124,9 +154,22 @@ Loaded load(const Entry& e) {
             break;
         }
         const detail::Plugin* p = entry();
-        if (p == nullptr || p->abi != detail::plugin_abi_version) {
-            out.error = "plugin " + path + " was built for another weft plugin ABI (expected version " +
-                        std::to_string(detail::plugin_abi_version) + ")";
+        if (p == nullptr) {
+            out.error = "plugin " + path + " returned no registration record from weft_plugin_v1";
+            break;
+        }
+        if (p->abi != detail::plugin_abi_version) {
+            out.error = "plugin " + path + " was built for another weft plugin ABI (version " + std::to_string(p->abi) +
+                        "; this libweft's is " + std::to_string(detail::plugin_abi_version) + ")";
+            break;
+        }
+        auto layout = reinterpret_cast<detail::PluginLayout (*)()>(::dlsym(handle, "weft_plugin_layout_v1"));
+        if (!layout) {
+            out.error = "plugin " + path + " has no weft_plugin_layout_v1 entry point (built against another weft)";
+            break;
+        }
+        if (std::string differs = layout_mismatch(layout()); !differs.empty()) {
+            out.error = "plugin " + path + " was built with another " + differs + ": rebuild it with this weft";
             break;
         }
         out.plugin = p;

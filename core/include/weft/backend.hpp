@@ -16,12 +16,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <weft/completion.hpp>
+#include <weft/error.hpp>
 #include <weft/config.hpp>
 #include <weft/domain.hpp>
 #include <weft/listener.hpp>
@@ -181,7 +183,8 @@ public:
 /// QpImpl::disconnect, DomainImpl::event_fd/next_event.
 /// Version 4: shared receive queues (SrqImpl, DomainImpl::create_srq, QpSetup::srq, QpOptions::srq,
 /// Capabilities::max_srq_wr/max_srq_sge), AsyncEvent::srq_num, QpImpl::to_error.
-inline constexpr std::uint32_t plugin_abi_version = 5;
+/// Version 6: the layout record (weft_plugin_layout_v1, PluginLayout).
+inline constexpr std::uint32_t plugin_abi_version = 6;
 
 /// A backend's registration record.
 struct Plugin {
@@ -207,11 +210,59 @@ PostStatus validate_recv_batch(std::span<const RecvRequest> batch, const QpCaps&
 /// Checks a batch of receives for a shared receive queue of `max_sge` segments per receive.
 PostStatus validate_srq_batch(std::span<const RecvRequest> batch, std::uint32_t max_sge) noexcept;
 
+/// The size and alignment of one type that crosses the plugin boundary, as a build of weft sees it.
+struct TypeLayout {
+    const char* name;
+    std::uint32_t size;
+    std::uint32_t align;
+};
+
+/// Every type a plugin and libweft exchange by value or share by reference, in a fixed order; a new type
+/// goes at the end. The loader compares a plugin's table (weft_plugin_layout_v1) with its own and refuses a
+/// plugin that differs, naming the type and both layouts: the ABI number above only catches a change when
+/// whoever made it remembered to raise it.
+inline constexpr TypeLayout plugin_types[] = {
+    {"weft::detail::Plugin", sizeof(Plugin), alignof(Plugin)},
+    {"weft::Config", sizeof(Config), alignof(Config)},
+    {"weft::KeySpec", sizeof(KeySpec), alignof(KeySpec)},
+    {"weft::Capabilities", sizeof(Capabilities), alignof(Capabilities)},
+    {"weft::CqOptions", sizeof(CqOptions), alignof(CqOptions)},
+    {"weft::QpOptions", sizeof(QpOptions), alignof(QpOptions)},
+    {"weft::SrqOptions", sizeof(SrqOptions), alignof(SrqOptions)},
+    {"weft::QpCaps", sizeof(QpCaps), alignof(QpCaps)},
+    {"weft::detail::QpSetup", sizeof(QpSetup), alignof(QpSetup)},
+    {"weft::detail::HostPort", sizeof(HostPort), alignof(HostPort)},
+    {"weft::SendRequest", sizeof(SendRequest), alignof(SendRequest)},
+    {"weft::RecvRequest", sizeof(RecvRequest), alignof(RecvRequest)},
+    {"weft::LocalSegment", sizeof(LocalSegment), alignof(LocalSegment)},
+    {"weft::RemoteRegion", sizeof(RemoteRegion), alignof(RemoteRegion)},
+    {"weft::Completion", sizeof(Completion), alignof(Completion)},
+    {"weft::AsyncEvent", sizeof(AsyncEvent), alignof(AsyncEvent)},
+    {"weft::PostStatus", sizeof(PostStatus), alignof(PostStatus)},
+    {"weft::Error", sizeof(Error), alignof(Error)},
+    {"weft::detail::MrImpl", sizeof(MrImpl), alignof(MrImpl)},
+    {"weft::detail::CqImpl", sizeof(CqImpl), alignof(CqImpl)},
+    {"weft::detail::SrqImpl", sizeof(SrqImpl), alignof(SrqImpl)},
+    {"weft::detail::QpImpl", sizeof(QpImpl), alignof(QpImpl)},
+    {"weft::detail::ListenerImpl", sizeof(ListenerImpl), alignof(ListenerImpl)},
+    {"weft::detail::DomainImpl", sizeof(DomainImpl), alignof(DomainImpl)},
+};
+
+/// What weft_plugin_layout_v1 returns: the plugin build's plugin_types.
+struct PluginLayout {
+    std::uint32_t count;
+    const TypeLayout* types;
+};
+
 }  // namespace weft::detail
 
-/// Defines the entry point of a plugin module returning `plugin` (a weft::detail::Plugin with static
-/// storage duration).
-#define WEFT_DEFINE_PLUGIN(plugin)                                                                  \
-    extern "C" __attribute__((visibility("default"))) const ::weft::detail::Plugin* weft_plugin_v1() { \
-        return &(plugin);                                                                            \
+/// Defines the entry points of a plugin module: weft_plugin_v1, returning `plugin` (a weft::detail::Plugin
+/// with static storage duration), and weft_plugin_layout_v1, the layouts of the types it was built with.
+#define WEFT_DEFINE_PLUGIN(plugin)                                                                        \
+    extern "C" __attribute__((visibility("default"))) const ::weft::detail::Plugin* weft_plugin_v1() {       \
+        return &(plugin);                                                                                  \
+    }                                                                                                      \
+    extern "C" __attribute__((visibility("default"))) ::weft::detail::PluginLayout weft_plugin_layout_v1() { \
+        return {static_cast<std::uint32_t>(std::size(::weft::detail::plugin_types)),                        \
+                ::weft::detail::plugin_types};                                                               \
     }
