@@ -59,6 +59,24 @@ constexpr auto send_flag_table = [] {
     return t;
 }();
 
+// The same as the upper half of the 8-byte word ibv_send_wr's opcode and send_flags make: the fast paths
+// write both with one store, the opcode in the lower half.
+static_assert(offsetof(ibv_send_wr, send_flags) == offsetof(ibv_send_wr, opcode) + 4 &&
+              sizeof(ibv_send_wr::opcode) == 4 && sizeof(ibv_send_wr::send_flags) == 4);
+constexpr auto send_flag_words = [] {
+    std::array<std::uint64_t, 256> t{};
+    for (unsigned f = 0; f < t.size(); ++f) t[f] = std::uint64_t{to_send_flags(f)} << 32;
+    return t;
+}();
+inline void put_opcode_and_flags(ibv_send_wr& wr, std::uint64_t word) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        std::memcpy(&wr.opcode, &word, sizeof word);
+    } else {
+        wr.opcode = static_cast<ibv_wr_opcode>(static_cast<std::uint32_t>(word));
+        wr.send_flags = static_cast<unsigned>(word >> 32);
+    }
+}
+
 // Which states accept send-queue requests, as a bit per QpState. In error (and sqe) posting is allowed:
 // the requests complete as flushed, as the contract says.
 constexpr unsigned send_states = 1u << static_cast<unsigned>(QpState::rts) | 1u << static_cast<unsigned>(QpState::sqd) |
@@ -157,14 +175,14 @@ namespace {
 // and its slot. False, with nothing of the queue's state changed, for any other request.
 [[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
                                                 std::uint64_t wr_id, ibv_send_wr& wr, WorkQueue::Slot& slot) noexcept {
-    const FastOp op = ops[static_cast<std::uint8_t>(r.opcode)];
-    if (((flags_and_backend(r) | 0x10000u) & op.reject) != 0 || rkey_high(r) != 0 || r.sg_list != nullptr ||
-        r.num_sge != 1 || r.sge.length > max_length) [[unlikely]] {
+    const FastOp& op = ops[static_cast<std::uint8_t>(r.opcode)];
+    // Not one segment in `sge` with a 32-bit key: any bit set here. Or-ed, so that one branch tests the three.
+    const std::uint64_t shape = std::uint64_t{r.num_sge ^ 1u} | rkey_high(r) | reinterpret_cast<std::uintptr_t>(r.sg_list);
+    if ((((flags_and_backend(r) | 0x10000u) & op.reject) | shape) != 0 || r.sge.length > max_length) [[unlikely]] {
         return false;
     }
     wr.wr_id = wr_id;
-    wr.opcode = static_cast<ibv_wr_opcode>(op.wr_opcode);
-    wr.send_flags = send_flag_table[static_cast<std::uint8_t>(r.flags)];
+    put_opcode_and_flags(wr, op.wr_opcode | send_flag_words[static_cast<std::uint8_t>(r.flags)]);
     if (op.has_imm != 0) wr.imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
     copy_remote(r, wr);
     copy_segment(r.sge, *wr.sg_list);
