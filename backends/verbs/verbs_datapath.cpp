@@ -622,24 +622,28 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     WorkQueue* wq = last_wq_;
     const WorkQueue::Slot* slots = nullptr;
     std::uint32_t mask = 0;
-    std::uint32_t retired = 0;
+    // The queue's outstanding requests are those at positions last - outstanding + 1 .. last (last: the
+    // position posted last, as the queue was read); the retired count is last + 1 - outstanding.
+    std::uint32_t last = 0;
     std::uint32_t outstanding = 0;
     std::uint32_t recv = 0;  // 1 on a receive queue
-    if (key != 0) [[likely]] {
+    const auto load = [&]() noexcept {
         slots = wq->slots.get();
         mask = wq->ring_mask;
-        retired = wq->retired.load(std::memory_order_relaxed);
-        outstanding = wq->posted.load(std::memory_order_acquire) - retired;
+        const std::uint32_t posted = wq->posted.load(std::memory_order_acquire);
+        last = posted - 1;
+        outstanding = posted - wq->retired.load(std::memory_order_relaxed);
         recv = wq->is_recv ? 1 : 0;
-    }
+    };
+    const auto publish = [&]() noexcept { wq->retired.store(last + 1 - outstanding, std::memory_order_release); };
+    if (key != 0) [[likely]] load();
     // Whether the completion at `w` is outstanding; if so it retires with every older one, and `posted` is
-    // its slot.
+    // its slot. (Counted from the last position, the requests it leaves outstanding are those after it.)
     auto take = [&](const ibv_wc& w, const WorkQueue::Slot*& posted) noexcept {
         const auto pos = static_cast<std::uint32_t>(w.wr_id);
-        const std::uint32_t older = pos - retired;
-        if (older >= outstanding) [[unlikely]] return false;  // not outstanding: not ours to report
-        retired = pos + 1;
-        outstanding -= older + 1;
+        const std::uint32_t after = last - pos;
+        if (after >= outstanding) [[unlikely]] return false;  // not outstanding: not ours to report
+        outstanding = after;
         posted = &slots[pos & mask];
         return true;
     };
@@ -649,7 +653,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         // The fast loops below take runs of successes of the current queue; anything else comes here first.
         if (const std::uint64_t ks = key_and_status(*w); ks != key) [[unlikely]] {
             if (const std::uint64_t k = static_cast<std::uint32_t>(ks); k != key) {
-                if (key != 0) wq->retired.store(retired, std::memory_order_release);
+                if (key != 0) publish();
                 wq = queues_.find(w->wr_id);
                 // A completion of a destroyed QP (dropped), or a receive of a shared queue (out of order: the
                 // queue translates it); either way no run of a ring's completions.
@@ -661,11 +665,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
                     continue;
                 }
                 key = k;
-                slots = wq->slots.get();
-                mask = wq->ring_mask;
-                retired = wq->retired.load(std::memory_order_relaxed);
-                outstanding = wq->posted.load(std::memory_order_acquire) - retired;
-                recv = wq->is_recv ? 1 : 0;
+                load();
             }
             if (w->status != IBV_WC_SUCCESS) {
                 const WorkQueue::Slot* posted = nullptr;
@@ -707,7 +707,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
             } while (w != end && key_and_status(*w) == key);
         }
     }
-    if (key != 0) wq->retired.store(retired, std::memory_order_release);
+    if (key != 0) publish();
     last_key_ = static_cast<std::uint32_t>(key);
     last_send_key_ = recv != 0 ? 0 : static_cast<std::uint32_t>(key);
     last_wq_ = wq;
