@@ -94,7 +94,7 @@ using OpTable = std::array<OpInfo, 256>;
 struct FastOp {
     std::uint8_t wr_opcode = 0;
     std::uint8_t has_imm = 0;  // 1: a *_with_imm opcode, whose imm_data the provider reads
-    std::uint16_t tail = 0;    // WorkQueue::Slot::tail (a send-queue success: the opcode in bits 15..8)
+    std::uint16_t tail = 0;    // a WorkQueue slot's tail (a send-queue success: the opcode in bits 15..8)
     // Bits of a request's 16-bit word flags | remote_backend << 8 that send it to the general path (flags
     // that need a look, a remote region of another backend), and bit 16, set when every request of this
     // opcode goes there (not a plain opcode here): a request is fast when (word | 0x10000) & reject == 0.
@@ -163,20 +163,22 @@ void index_opcodes(Device& dev) noexcept;
 // One thread posts, one thread polls the CQ; they may be different threads. Each writes its own counter and
 // reads the other's (a single-producer, single-consumer ring: no read-modify-write on the data path).
 struct WorkQueue {
-    struct Slot {
-        std::uint64_t id = 0;
-        // The last word of the Completion a success reports: status 0, the opcode as the completion reports
-        // it (send or write for the *_with_imm ones) in bits 15..8.
-        std::uint32_t tail = 0;
-        Opcode opcode() const noexcept { return static_cast<Opcode>(tail >> 8); }
-    };
+    // A slot's tail: the last word of the Completion a success reports, status 0 and the opcode as the
+    // completion reports it (send or write for the *_with_imm ones) in bits 15..8.
+    static constexpr std::uint32_t tail_of(Opcode completion) noexcept {
+        return static_cast<std::uint32_t>(completion) << 8;
+    }
+    static constexpr Opcode opcode_of(std::uint32_t tail) noexcept { return static_cast<Opcode>(tail >> 8); }
 
     // Written by the poster: requests posted so far. Published before the provider sees them.
     alignas(64) std::atomic<std::uint32_t> posted{0};
     // Written by the poller: requests retired so far (completed, or covered by a later send completion).
     alignas(64) std::atomic<std::uint32_t> retired{0};
 
-    alignas(64) std::unique_ptr<Slot[]> slots;
+    // The slots, as two arrays (a poll finds both of a slot's words from its index, without a multiply): the
+    // user's id and the tail.
+    alignas(64) std::unique_ptr<std::uint64_t[]> ids;
+    std::unique_ptr<std::uint32_t[]> tails;
     std::uint32_t ring_mask = 0;
     // Requests the provider holds at once (<= ring_mask + 1); 0 while the queue takes no requests (the send
     // queue before the QP reaches rts), so that one comparison refuses a batch for either reason.

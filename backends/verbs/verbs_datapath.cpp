@@ -172,12 +172,14 @@ namespace {
 
 // The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a message
 // may be, a 32-bit rkey of a verbs region, no flag that needs a look): checked and built into `wr` (whose num_sge is already 1)
-// and its slot. False, with nothing of the queue's state changed, for any other request.
+// and its slot (put_slot(id, tail)). False, with nothing of the queue's state changed, for any other request.
+template <class PutSlot>
 [[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
-                                                std::uint64_t wr_id, ibv_send_wr& wr, WorkQueue::Slot& slot) noexcept {
+                                                std::uint64_t wr_id, ibv_send_wr& wr, PutSlot put_slot) noexcept {
     const FastOp& op = ops[static_cast<std::uint8_t>(r.opcode)];
     // Not one segment in `sge` with a 32-bit key: any bit set here. Or-ed, so that one branch tests the three.
-    const std::uint64_t shape = std::uint64_t{r.num_sge ^ 1u} | rkey_high(r) | reinterpret_cast<std::uintptr_t>(r.sg_list);
+    const std::uint64_t shape =
+        std::uint64_t{r.num_sge ^ 1u} | rkey_high(r) | reinterpret_cast<std::uintptr_t>(r.sg_list);
     if ((((flags_and_backend(r) | 0x10000u) & op.reject) | shape) != 0 || r.sge.length > max_length) [[unlikely]] {
         return false;
     }
@@ -186,8 +188,7 @@ namespace {
     if (op.has_imm != 0) wr.imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
     copy_remote(r, wr);
     copy_segment(r.sge, *wr.sg_list);
-    slot.id = r.id;
-    slot.tail = op.tail;
+    put_slot(r.id, op.tail);
     return true;
 }
 
@@ -210,7 +211,7 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     // (once in 4 billion requests) goes the general way, which counts them in 32 bits.
     if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_send_general(batch);
     // The batch's slots run from head's to the end of the ring and on from its start: two runs, each built
-    // with a slot pointer that steps, instead of masking every position (n fits in the ring: n <= capacity).
+    // with an index that steps, instead of masking every position (n fits in the ring: n <= capacity).
     const std::uint32_t first = head & sq_.ring_mask;
     const std::size_t before_wrap = std::min<std::size_t>(n, sq_.ring_mask + 1 - first);
     const std::uint32_t max_length = max_single_length_;
@@ -219,13 +220,21 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     ibv_send_wr* wr = wrs;
     std::uint64_t wr_id = sq_.tag | head;
     const SendRequest* r = batch.data();
-    const auto build_run = [&](const SendRequest* const run_end, WorkQueue::Slot* slot) noexcept {
-        for (; r != run_end; ++r, ++slot, ++wr, ++wr_id) {
-            if (!build_common(*r, ops, max_length, wr_id, *wr, *slot)) [[unlikely]] return false;
+    // (Inlined by force: left to itself GCC calls it, and the loop then keeps its cursors in memory.)
+    const auto build_run = [&](const SendRequest* const run_end,
+                               std::uint32_t at) noexcept __attribute__((always_inline)) {
+        std::uint64_t* const ids = sq_.ids.get() + at;
+        std::uint32_t* const tails = sq_.tails.get() + at;
+        for (std::size_t i = 0; r != run_end; ++r, ++i, ++wr, ++wr_id) {
+            const auto put_slot = [&](std::uint64_t id, std::uint32_t tail) noexcept {
+                ids[i] = id;
+                tails[i] = tail;
+            };
+            if (!build_common(*r, ops, max_length, wr_id, *wr, put_slot)) [[unlikely]] return false;
         }
         return true;
     };
-    if (!build_run(r + before_wrap, sq_.slots.get() + first) || !build_run(batch.data() + n, sq_.slots.get()))
+    if (!build_run(r + before_wrap, first) || !build_run(batch.data() + n, 0))
         [[unlikely]] {
         return post_send_general(batch);
     }
@@ -245,8 +254,11 @@ PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
     if (sq_.free_slots(head) == 0) [[unlikely]] return post_send_refused(1);
     // Built in one_wr_, whose next, sg_list and num_sge never change: nothing to cut and restore around the
     // provider call.
-    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, sq_.slots[head & sq_.ring_mask]))
-        [[unlikely]] {
+    const auto put_slot = [&](std::uint64_t id, std::uint32_t tail) noexcept {
+        sq_.ids[head & sq_.ring_mask] = id;
+        sq_.tails[head & sq_.ring_mask] = tail;
+    };
+    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, put_slot)) [[unlikely]] {
         return post_send_general(std::span(&r, 1));
     }
     sq_.posted.store(head + 1, std::memory_order_release);
@@ -299,9 +311,8 @@ PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexce
             wr->wr.rdma.remote_addr = r.remote_addr;
             wr->wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);
         }
-        WorkQueue::Slot& slot = sq_.slots[pos & sq_.ring_mask];
-        slot.id = r.id;
-        slot.tail = static_cast<std::uint32_t>(info.completion) << 8;
+        sq_.ids[pos & sq_.ring_mask] = r.id;
+        sq_.tails[pos & sq_.ring_mask] = WorkQueue::tail_of(info.completion);
         ++pos;
         ++wr;
     }
@@ -357,17 +368,19 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     ibv_recv_wr* wr = wrs;
     std::uint64_t wr_id = rq_.tag | head;
     const RecvRequest* r = batch.data();
-    const auto build_run = [&](const RecvRequest* const run_end, WorkQueue::Slot* slot) noexcept {
-        for (; r != run_end; ++r, ++slot, ++wr, ++wr_id) {
+    const auto build_run = [&](const RecvRequest* const run_end, std::uint32_t at) noexcept {
+        std::uint64_t* const ids = rq_.ids.get() + at;
+        std::uint32_t* const tails = rq_.tails.get() + at;
+        for (std::size_t i = 0; r != run_end; ++r, ++i, ++wr, ++wr_id) {
             if (r->sg_list != nullptr || r->num_sge != 1) [[unlikely]] return false;
             copy_segment(r->sge, *wr->sg_list);
             wr->wr_id = wr_id;
-            slot->id = r->id;
-            slot->tail = static_cast<std::uint32_t>(Opcode::recv) << 8;
+            ids[i] = r->id;
+            tails[i] = WorkQueue::tail_of(Opcode::recv);
         }
         return true;
     };
-    if (!build_run(r + before_wrap, rq_.slots.get() + first) || !build_run(batch.data() + n, rq_.slots.get()))
+    if (!build_run(r + before_wrap, first) || !build_run(batch.data() + n, 0))
         [[unlikely]] {
         return post_recv_general(batch);
     }
@@ -412,9 +425,8 @@ PostStatus VerbsQp::post_recv_general(std::span<const RecvRequest> batch) noexce
         }
         wr->wr_id = rq_.tag | pos;
         wr->num_sge = static_cast<int>(r.num_sge);
-        WorkQueue::Slot& slot = rq_.slots[pos & rq_.ring_mask];
-        slot.id = r.id;
-        slot.tail = static_cast<std::uint32_t>(Opcode::recv) << 8;
+        rq_.ids[pos & rq_.ring_mask] = r.id;
+        rq_.tails[pos & rq_.ring_mask] = WorkQueue::tail_of(Opcode::recv);
         ++pos;
         ++wr;
     }
@@ -548,12 +560,13 @@ std::size_t VerbsSrq::complete(const ibv_wc& w, Completion& c) noexcept {
 
 namespace {
 
-// Fills `c` from an error completion: verbs leaves opcode undefined on errors, the slot knows what was posted.
-[[gnu::noinline, gnu::cold]] void translate_error(const ibv_wc& wc, const WorkQueue& wq, const WorkQueue::Slot& posted,
+// Fills `c` from an error completion of the request in slot `at`: verbs leaves opcode undefined on errors, the
+// slot knows what was posted.
+[[gnu::noinline, gnu::cold]] void translate_error(const ibv_wc& wc, const WorkQueue& wq, std::uint32_t at,
                                                    Completion& c) noexcept {
-    c.id = posted.id;
+    c.id = wq.ids[at];
     c.qp_num = wc.qp_num;
-    c.opcode = posted.opcode();
+    c.opcode = WorkQueue::opcode_of(wq.tails[at]);
     c.status = to_status(wc.status);
     c.byte_len = 0;
     c.has_imm = false;
@@ -620,7 +633,8 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     // key_and_status.
     std::uint64_t key = last_key_;
     WorkQueue* wq = last_wq_;
-    const WorkQueue::Slot* slots = nullptr;
+    const std::uint64_t* ids = nullptr;
+    const std::uint32_t* tails = nullptr;
     std::uint32_t mask = 0;
     // The queue's outstanding requests are those at positions last - outstanding + 1 .. last (last: the
     // position posted last, as the queue was read); the retired count is last + 1 - outstanding.
@@ -628,7 +642,8 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     std::uint32_t outstanding = 0;
     std::uint32_t recv = 0;  // 1 on a receive queue
     const auto load = [&]() noexcept {
-        slots = wq->slots.get();
+        ids = wq->ids.get();
+        tails = wq->tails.get();
         mask = wq->ring_mask;
         const std::uint32_t posted = wq->posted.load(std::memory_order_acquire);
         last = posted - 1;
@@ -638,13 +653,13 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     const auto publish = [&]() noexcept { wq->retired.store(last + 1 - outstanding, std::memory_order_release); };
     if (key != 0) [[likely]] load();
     // Whether the completion at `w` is outstanding; if so it retires with every older one, and `posted` is
-    // its slot. (Counted from the last position, the requests it leaves outstanding are those after it.)
-    auto take = [&](const ibv_wc& w, const WorkQueue::Slot*& posted) noexcept {
+    // its slot is `at`. (Counted from the last position, the requests it leaves outstanding are those after it.)
+    auto take = [&](const ibv_wc& w, std::uint32_t& at) noexcept {
         const auto pos = static_cast<std::uint32_t>(w.wr_id);
         const std::uint32_t after = last - pos;
         if (after >= outstanding) [[unlikely]] return false;  // not outstanding: not ours to report
         outstanding = after;
-        posted = &slots[pos & mask];
+        at = pos & mask;
         return true;
     };
     const ibv_wc* w = wc_.data();
@@ -668,9 +683,9 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
                 load();
             }
             if (w->status != IBV_WC_SUCCESS) {
-                const WorkQueue::Slot* posted = nullptr;
-                if (take(*w, posted)) {
-                    translate_error(*w, *wq, *posted, *c);
+                std::uint32_t at = 0;
+                if (take(*w, at)) {
+                    translate_error(*w, *wq, at, *c);
                     ++c;
                 }
                 ++w;
@@ -678,20 +693,20 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
             }
         }
         // The run of successes of this queue, each kind of queue in a loop of its own.
-        const WorkQueue::Slot* posted = nullptr;
+        std::uint32_t at = 0;
         if (recv == 0) [[likely]] {
             do {
-                if (take(*w, posted)) [[likely]] {
-                    put(c, posted->id, w->byte_len, w->qp_num, posted->tail);
+                if (take(*w, at)) [[likely]] {
+                    put(c, ids[at], w->byte_len, w->qp_num, tails[at]);
                     ++c;
                 }
                 ++w;
             } while (w != end && key_and_status(*w) == key);
         } else {
             do {
-                if (take(*w, posted)) [[likely]] {
+                if (take(*w, at)) [[likely]] {
                     std::uint64_t lengths = w->byte_len;
-                    std::uint64_t tail = posted->tail;
+                    std::uint64_t tail = tails[at];
                     // Immediate data belongs to receive completions (rxe also flags the requester's
                     // completion of a *_with_imm request, without a value). The slot says recv; a
                     // write_with_imm that consumed the receive is the opcode after it.
@@ -700,7 +715,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
                         tail |= 1u << 16;
                     }
                     if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
-                    put(c, posted->id, lengths, w->qp_num, tail);
+                    put(c, ids[at], lengths, w->qp_num, tail);
                     ++c;
                 }
                 ++w;
@@ -751,8 +766,8 @@ std::size_t VerbsCq::took_one() noexcept {
     const std::uint32_t retired = wq->retired.load(std::memory_order_relaxed);
     if (pos - retired >= wq->posted.load(std::memory_order_acquire) - retired) [[unlikely]] return took(1);
     rearm_ = fd_mode_;
-    const WorkQueue::Slot& posted = wq->slots[pos & wq->ring_mask];
-    put(out_.data(), posted.id, w.byte_len, w.qp_num, posted.tail);
+    const std::uint32_t at = pos & wq->ring_mask;
+    put(out_.data(), wq->ids[at], w.byte_len, w.qp_num, wq->tails[at]);
     wq->retired.store(pos + 1, std::memory_order_release);
     return 1;
 }
