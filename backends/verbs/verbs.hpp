@@ -176,7 +176,7 @@ struct WorkQueue {
     alignas(64) std::atomic<std::uint32_t> retired{0};
 
     // The slots, as two arrays (a poll finds both of a slot's words from its index, without a multiply): the
-    // user's id and the tail.
+    // user's id and the tail. A receive queue has no tails: a receive's is always tail_of(Opcode::recv).
     alignas(64) std::unique_ptr<std::uint64_t[]> ids;
     std::unique_ptr<std::uint32_t[]> tails;
     std::uint32_t ring_mask = 0;

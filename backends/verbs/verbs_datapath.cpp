@@ -370,13 +370,11 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     const RecvRequest* r = batch.data();
     const auto build_run = [&](const RecvRequest* const run_end, std::uint32_t at) noexcept {
         std::uint64_t* const ids = rq_.ids.get() + at;
-        std::uint32_t* const tails = rq_.tails.get() + at;
         for (std::size_t i = 0; r != run_end; ++r, ++i, ++wr, ++wr_id) {
             if (r->sg_list != nullptr || r->num_sge != 1) [[unlikely]] return false;
             copy_segment(r->sge, *wr->sg_list);
             wr->wr_id = wr_id;
             ids[i] = r->id;
-            tails[i] = WorkQueue::tail_of(Opcode::recv);
         }
         return true;
     };
@@ -426,7 +424,6 @@ PostStatus VerbsQp::post_recv_general(std::span<const RecvRequest> batch) noexce
         wr->wr_id = rq_.tag | pos;
         wr->num_sge = static_cast<int>(r.num_sge);
         rq_.ids[pos & rq_.ring_mask] = r.id;
-        rq_.tails[pos & rq_.ring_mask] = WorkQueue::tail_of(Opcode::recv);
         ++pos;
         ++wr;
     }
@@ -566,7 +563,7 @@ namespace {
                                                    Completion& c) noexcept {
     c.id = wq.ids[at];
     c.qp_num = wc.qp_num;
-    c.opcode = WorkQueue::opcode_of(wq.tails[at]);
+    c.opcode = wq.is_recv ? Opcode::recv : WorkQueue::opcode_of(wq.tails[at]);
     c.status = to_status(wc.status);
     c.byte_len = 0;
     c.has_imm = false;
@@ -706,7 +703,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
             do {
                 if (take(*w, at)) [[likely]] {
                     std::uint64_t lengths = w->byte_len;
-                    std::uint64_t tail = tails[at];
+                    std::uint64_t tail = WorkQueue::tail_of(Opcode::recv);
                     // Immediate data belongs to receive completions (rxe also flags the requester's
                     // completion of a *_with_imm request, without a value). The slot says recv; a
                     // write_with_imm that consumed the receive is the opcode after it.

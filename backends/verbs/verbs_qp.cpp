@@ -57,7 +57,7 @@ void init_queue(WorkQueue& wq, std::uint32_t capacity, ibv_qp* qp, bool is_recv,
     std::uint32_t ring = 1;
     while (ring < capacity) ring <<= 1;
     wq.ids = std::make_unique<std::uint64_t[]>(ring);
-    wq.tails = std::make_unique<std::uint32_t[]>(ring);
+    if (!is_recv) wq.tails = std::make_unique<std::uint32_t[]>(ring);
     wq.ring_mask = ring - 1;
     wq.qp = qp;
     wq.is_recv = is_recv;
