@@ -187,6 +187,7 @@ struct WorkQueue {
     bool is_recv = false;
     std::atomic<QpState>* state = nullptr;  // the owning QP's tracked state; the poller sets `error`
     ibv_qp* qp = nullptr;
+    std::uint32_t qp_num = 0;  // qp's
     // Set on the entry of a shared receive queue, whose receives complete out of order and on any CQ of the
     // QPs using it: poll hands its completions to it (VerbsSrq::complete) instead of using the ring above.
     VerbsSrq* srq = nullptr;

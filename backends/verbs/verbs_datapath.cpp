@@ -633,6 +633,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     const std::uint64_t* ids = nullptr;
     const std::uint32_t* tails = nullptr;
     std::uint32_t mask = 0;
+    std::uint64_t qp_num = 0;  // of the queue's QP, which every completion of its ring reports
     // The queue's outstanding requests are those at positions last - outstanding + 1 .. last (last: the
     // position posted last, as the queue was read); the retired count is last + 1 - outstanding.
     std::uint32_t last = 0;
@@ -642,6 +643,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         ids = wq->ids.get();
         tails = wq->tails.get();
         mask = wq->ring_mask;
+        qp_num = wq->qp_num;
         const std::uint32_t posted = wq->posted.load(std::memory_order_acquire);
         last = posted - 1;
         outstanding = posted - wq->retired.load(std::memory_order_relaxed);
@@ -694,7 +696,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         if (recv == 0) [[likely]] {
             do {
                 if (take(*w, at)) [[likely]] {
-                    put(c, ids[at], w->byte_len, w->qp_num, tails[at]);
+                    put(c, ids[at], w->byte_len, qp_num, tails[at]);
                     ++c;
                 }
                 ++w;
@@ -712,7 +714,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
                         tail |= 1u << 16;
                     }
                     if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
-                    put(c, ids[at], lengths, w->qp_num, tail);
+                    put(c, ids[at], lengths, qp_num, tail);
                     ++c;
                 }
                 ++w;

@@ -60,6 +60,7 @@ void init_queue(WorkQueue& wq, std::uint32_t capacity, ibv_qp* qp, bool is_recv,
     if (!is_recv) wq.tails = std::make_unique<std::uint32_t[]>(ring);
     wq.ring_mask = ring - 1;
     wq.qp = qp;
+    wq.qp_num = qp->qp_num;
     wq.is_recv = is_recv;
     wq.state = state;
 }
