@@ -210,10 +210,11 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     // below and restored). wr_id counts up from tag | head; a batch whose positions would wrap round 2^32
     // (once in 4 billion requests) goes the general way, which counts them in 32 bits.
     if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_send_general(batch);
-    // The batch's slots run from head's to the end of the ring and on from its start: two runs, each built
-    // with an index that steps, instead of masking every position (n fits in the ring: n <= capacity).
+    // The batch's slots run from head's on, and when they pass the end of the ring on from its start: one run
+    // or two, each built with an index that steps, instead of masking every position (n fits in the ring:
+    // n <= capacity).
     const std::uint32_t first = head & sq_.ring_mask;
-    const std::size_t before_wrap = std::min<std::size_t>(n, sq_.ring_mask + 1 - first);
+    const std::size_t to_end = sq_.ring_mask + 1 - first;
     const std::uint32_t max_length = max_single_length_;
     const FastOp* const ops = send_ops_.data();
     ibv_send_wr* const wrs = send_wrs_.get();
@@ -234,8 +235,8 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
         }
         return true;
     };
-    if (!build_run(r + before_wrap, first) || !build_run(batch.data() + n, 0))
-        [[unlikely]] {
+    const SendRequest* const end = batch.data() + n;
+    if (!(n <= to_end ? build_run(end, first) : build_run(r + to_end, first) && build_run(end, 0))) [[unlikely]] {
         return post_send_general(batch);
     }
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
@@ -359,11 +360,11 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     if (n - 1 >= rq_.free_slots(head)) [[unlikely]] return post_recv_refused(n);
     // The state before the post, for a device that needs help to flush receives posted in error (rxe).
     const QpState before = recv_flush_help_ ? state_.load(std::memory_order_relaxed) : QpState::rts;
-    // As in post_batch: the slots in at most two runs, before and after the ring wraps; wr_id counts up from
+    // As in post_batch: the slots in one run, or two when they pass the end of the ring; wr_id counts up from
     // tag | head, the wrap of positions round 2^32 going the general way (which counts them in 32 bits).
     if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_recv_general(batch);
     const std::uint32_t first = head & rq_.ring_mask;
-    const std::size_t before_wrap = std::min<std::size_t>(n, rq_.ring_mask + 1 - first);
+    const std::size_t to_end = rq_.ring_mask + 1 - first;
     ibv_recv_wr* const wrs = recv_wrs_.get();
     ibv_recv_wr* wr = wrs;
     std::uint64_t wr_id = rq_.tag | head;
@@ -378,8 +379,8 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
         }
         return true;
     };
-    if (!build_run(r + before_wrap, first) || !build_run(batch.data() + n, 0))
-        [[unlikely]] {
+    const RecvRequest* const end = batch.data() + n;
+    if (!(n <= to_end ? build_run(end, first) : build_run(r + to_end, first) && build_run(end, 0))) [[unlikely]] {
         return post_recv_general(batch);
     }
     rq_.posted.store(static_cast<std::uint32_t>(wr_id), std::memory_order_release);
