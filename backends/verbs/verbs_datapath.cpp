@@ -171,11 +171,13 @@ WorkQueue* QueueTable::find(std::uint64_t wr_id) const noexcept {
 namespace {
 
 // The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a message
-// may be, a 32-bit rkey of a verbs region, no flag that needs a look): checked and built into `wr` (whose num_sge is already 1)
-// and its slot (put_slot(id, tail)). False, with nothing of the queue's state changed, for any other request.
+// may be, a 32-bit rkey of a verbs region, no flag that needs a look): checked and built into `wr` (whose num_sge
+// is already 1, whose sg_list is &sge) and its slot (put_slot(id, tail)). False, with nothing of the queue's state
+// changed, for any other request.
 template <class PutSlot>
 [[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
-                                                std::uint64_t wr_id, ibv_send_wr& wr, PutSlot put_slot) noexcept {
+                                                std::uint64_t wr_id, ibv_send_wr& wr, ibv_sge& sge,
+                                                PutSlot put_slot) noexcept {
     const FastOp& op = ops[static_cast<std::uint8_t>(r.opcode)];
     // Not one segment in `sge` with a 32-bit key: any bit set here. Or-ed, so that one branch tests the three.
     const std::uint64_t shape =
@@ -187,7 +189,7 @@ template <class PutSlot>
     put_opcode_and_flags(wr, op.wr_opcode | send_flag_words[static_cast<std::uint8_t>(r.flags)]);
     if (op.has_imm != 0) wr.imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
     copy_remote(r, wr);
-    copy_segment(r.sge, *wr.sg_list);
+    copy_segment(r.sge, sge);
     put_slot(r.id, op.tail);
     return true;
 }
@@ -231,7 +233,7 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
                 ids[i] = id;
                 tails[i] = tail;
             };
-            if (!build_common(*r, ops, max_length, wr_id, *wr, put_slot)) [[unlikely]] return false;
+            if (!build_common(*r, ops, max_length, wr_id, *wr, *wr->sg_list, put_slot)) [[unlikely]] return false;
         }
         return true;
     };
@@ -259,7 +261,8 @@ PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
         sq_.ids[head & sq_.ring_mask] = id;
         sq_.tails[head & sq_.ring_mask] = tail;
     };
-    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, put_slot)) [[unlikely]] {
+    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, one_sge_, put_slot))
+        [[unlikely]] {
         return post_send_general(std::span(&r, 1));
     }
     sq_.posted.store(head + 1, std::memory_order_release);
