@@ -149,9 +149,32 @@ inline std::uint64_t chain_tail(std::uint64_t tail, const unsigned char* p, std:
     return (tail ^ n) * 0xbf58476d1ce4e5b9ull;  // segment boundaries count
 }
 
-std::uint64_t digest(std::span<const LocalSegment> segs) noexcept {
+constexpr std::uint64_t digest_start = 0x243f6a8885a308d3ull;
+
+std::uint64_t digest_blocks(std::span<const LocalSegment> segs) noexcept;
+
+// The digest of a gather list; a single segment of up to 8 bytes (the common small send or write) is one
+// load and the chain's two mixing steps inline, the same value chain_tail gives.
+inline std::uint64_t digest(std::span<const LocalSegment> segs) noexcept {
+    if (segs.size() == 1 && segs[0].length <= 8) {
+        const std::size_t n = segs[0].length;
+        std::uint64_t h = digest_start;
+        if (n != 0) {
+            std::uint64_t w = 0;
+            if (n == 8) std::memcpy(&w, reinterpret_cast<const void*>(segs[0].addr), 8);
+            else std::memcpy(&w, reinterpret_cast<const void*>(segs[0].addr), n);
+            h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+            h ^= h >> 29;
+        }
+        h = (h ^ n) * 0xbf58476d1ce4e5b9ull;
+        return h ^ (h >> 29);
+    }
+    return digest_blocks(segs);
+}
+
+std::uint64_t digest_blocks(std::span<const LocalSegment> segs) noexcept {
     constexpr std::size_t block = 64;
-    constexpr std::uint64_t start = 0x243f6a8885a308d3ull;
+    constexpr std::uint64_t start = digest_start;
     if (segs.size() == 1 && segs[0].length < block) {
         // Without a whole block the lanes hold nothing: a small message costs the tail chain only.
         const std::uint64_t h = chain_tail(start, reinterpret_cast<const unsigned char*>(segs[0].addr), 0, segs[0].length);
