@@ -380,6 +380,8 @@ private:
     void send_faulty(Event& e) noexcept;
     /// Asks for the lines of the QP the next event is for, while the current one runs.
     void prefetch_next() noexcept;
+    /// The QP slots from which on prefetch_next() pays: below, every QP's state stays in cache.
+    static constexpr std::size_t prefetch_from_qps = 64;
     /// Stages, on every node, the packets that left before that node's program time (sim_datapath.cpp).
     void stage_sources() noexcept;
 

@@ -352,7 +352,8 @@ void FabricState::port_up(std::uint32_t node) {
 bool FabricState::step() {
     if (events_.empty()) return false;
     Event e = events_.pop();
-    prefetch_next();
+    // A few QPs' lines stay in cache: asking for them again would only cost the look at the next event.
+    if (qps_.size() > prefetch_from_qps) prefetch_next();
     if (e.kind == EventKind::port) [[unlikely]] {
         if (e.generation != port_outages[e.peer]) return true;  // ended earlier, or extended
         now = std::max(now, e.time);
