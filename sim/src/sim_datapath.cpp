@@ -54,6 +54,17 @@ void copy_range(std::span<const LocalSegment> src, std::span<const LocalSegment>
     }
 }
 
+// memmove, with the common 8-byte write inline rather than a call (a load before the store: overlap is fine).
+inline void move_bytes(void* to, const void* from, std::size_t n) noexcept {
+    if (n == 8) {
+        std::uint64_t word;
+        std::memcpy(&word, from, 8);
+        std::memcpy(to, &word, 8);
+        return;
+    }
+    std::memmove(to, from, n);
+}
+
 LocalSegment contiguous(std::uint64_t addr, std::uint64_t length) noexcept {
     return {addr, static_cast<std::uint32_t>(length), 0, nullptr};
 }
@@ -993,11 +1004,11 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         return false;
     }
     if (staged_bytes) {
-        std::memmove(reinterpret_cast<void*>(w.remote_addr + offset), staged_bytes, n);
+        move_bytes(reinterpret_cast<void*>(w.remote_addr + offset), staged_bytes, n);
         if (staged) q->pop_staged();
     } else if (src.size() == 1) {
         // One source segment (most writes): the packet's bytes are at the same offset on both sides.
-        std::memmove(reinterpret_cast<void*>(w.remote_addr + offset), reinterpret_cast<const void*>(src[0].addr + offset), n);
+        move_bytes(reinterpret_cast<void*>(w.remote_addr + offset), reinterpret_cast<const void*>(src[0].addr + offset), n);
     } else {
         const LocalSegment dst = contiguous(w.remote_addr, w.length);
         copy_range(src, {&dst, 1}, offset, n);
