@@ -866,6 +866,24 @@ inline SimQp* FabricState::find_qp(std::uint32_t qpn) const noexcept {
     return qp && qp->qp_num == qpn ? qp : nullptr;
 }
 
+// Called for every event (FabricState::step, another file): inline, so that the common case costs a compare.
+inline bool SimQp::drop_if_stale(const Event& e) noexcept {
+    switch (e.kind) {
+        case EventKind::timeout:
+            if (e.generation != timer_gen_) return true;
+            if (!timer_armed_) {
+                timer_pending_ = false;
+                return true;
+            }
+            return false;
+        case EventKind::rnr_retry: return !rnr_wait_ || e.generation != rnr_gen_;
+        case EventKind::place: return !inbound_.active || e.generation != inbound_.gen;
+        case EventKind::deferred: return !deferred_.active || e.generation != deferred_.gen;
+        case EventKind::respond: return !response_.active || e.generation != response_.gen;
+        default: return false;
+    }
+}
+
 inline std::byte* SimQp::reserve_staging(std::uint32_t n, std::uint64_t& at) {
     for (;;) {
         const std::uint64_t cap = stage_bytes_.size();

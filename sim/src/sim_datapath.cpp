@@ -614,23 +614,6 @@ void SimQp::report_source_changed(std::uint64_t i) {
                           "(keep it unchanged until the request completes, or post it inline)");
 }
 
-bool SimQp::drop_if_stale(const Event& e) noexcept {
-    switch (e.kind) {
-        case EventKind::timeout:
-            if (e.generation != timer_gen_) return true;
-            if (!timer_armed_) {
-                timer_pending_ = false;
-                return true;
-            }
-            return false;
-        case EventKind::rnr_retry: return !rnr_wait_ || e.generation != rnr_gen_;
-        case EventKind::place: return !inbound_.active || e.generation != inbound_.gen;
-        case EventKind::deferred: return !deferred_.active || e.generation != deferred_.gen;
-        case EventKind::respond: return !response_.active || e.generation != response_.gen;
-        default: return false;
-    }
-}
-
 void SimQp::enter_error() noexcept {
     if (state_ == QpState::error) return;
     // A read or atomic this QP deferred as a responder was ahead of whatever failed: it executes first,
