@@ -223,9 +223,9 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     ibv_send_wr* wr = wrs;
     std::uint64_t wr_id = sq_.tag | head;
     const SendRequest* r = batch.data();
-    // (Inlined by force: left to itself GCC calls it, and the loop then keeps its cursors in memory.)
-    const auto build_run = [&](const SendRequest* const run_end,
-                               std::uint32_t at) noexcept __attribute__((always_inline)) {
+    // (Inlined by force: left to itself GCC calls it, and the loop then keeps its cursors in memory. Not
+    // declared noexcept: GCC takes the attribute only after noexcept and clang 14 only before it.)
+    const auto build_run = [&](const SendRequest* const run_end, std::uint32_t at) __attribute__((always_inline)) {
         std::uint64_t* const ids = sq_.ids.get() + at;
         std::uint32_t* const tails = sq_.tails.get() + at;
         for (std::size_t i = 0; r != run_end; ++r, ++i, ++wr, ++wr_id) {

@@ -36,7 +36,7 @@ constexpr std::array<weft::detail::TypeLayout, ours + 1> changed() {
     t[ours] = {"weft::MemoryWindow", 16, 8};
     return t;
 }
-constexpr auto table = changed();
+[[maybe_unused]] constexpr auto table = changed();  // unused when FAKE_PLUGIN_FAULT is 2
 
 }  // namespace
 
