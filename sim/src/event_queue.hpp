@@ -7,7 +7,7 @@
 // level-0 slot holds events of one exact time, and a higher slot a range of times. Popping takes the head of
 // the first non-empty level-0 slot; when level 0 is empty, the first non-empty slot of the lowest non-empty
 // level is cascaded: the cursor moves to the start of its range and its events are spread over the lower
-// levels. An event is cascaded at most 7 times, whatever else is pending.
+// levels. An event is cascaded at most 7 times between two rewinds (below), whatever else is pending.
 //
 // Ties at one time stay in sequence order, which is what keeps a seed's run identical to the heap this
 // replaces: sequence numbers grow with every push, so appending keeps a slot's list sorted, and a cascade
@@ -15,10 +15,12 @@
 //
 // The cursor never passes the earliest event in the wheel, but it may pass the simulator's clock (a cascade
 // goes to the start of a far slot; a cancelled timer is dropped without moving the clock), so an event may be
-// pushed with a time before it. When the cursor is far ahead and the wheel holds only a few events (typically
-// the clock idles towards a far timer and the program posts new work), the cursor is moved back to the new
-// event instead and those few are slotted again; otherwise the event goes to `early_`, a binary heap that
-// holds only events between the clock and the cursor, and empties as the clock catches up.
+// pushed with a time before it. When the cursor is far ahead (typically every message was answered, the
+// wheel cascaded to the far ACK timers, and the program posts new work), the cursor is moved back to the new
+// event: the lists near the old cursor are spliced whole into one slot of a higher level, however many
+// events they hold, so the work that follows is slotted as before and does not pile up in a heap while the
+// timers keep being re-armed ahead of it. When the cursor is only a little ahead, the event goes to
+// `early_`, a binary heap of events before the cursor, which empties as the clock catches up.
 //
 // Storage: events live in a pool of nodes linked into per-slot lists by index; the pool and the early heap
 // keep their capacity, so once the largest number of pending events has been reached nothing allocates.
@@ -44,10 +46,13 @@ public:
 
     void push(const T& item) {
         ++size_;
-        if (item.time < cursor_ && !(cursor_ - item.time >= rewind_gap && rewind(item.time))) {
-            early_.push_back(item);
-            std::push_heap(early_.begin(), early_.end(), later);
-            return;
+        if (item.time < cursor_) {
+            if (cursor_ - item.time < rewind_gap) {
+                early_.push_back(item);
+                std::push_heap(early_.begin(), early_.end(), later);
+                return;
+            }
+            rewind(item.time);
         }
         // The cached front stays the front unless this item comes before it (a later one lands behind it).
         if (front_ != nil && later(nodes_[front_].item, item)) front_ = nil;
@@ -108,7 +113,6 @@ private:
     static constexpr std::uint32_t slots = 1u << digit_bits;
     static constexpr unsigned levels = 64 / digit_bits;
     static constexpr unsigned words = slots / 64;  // bitmap words per level
-    static constexpr std::size_t rewind_max = 16;  // the most events in the wheel that rewind() slots again
     // The least distance to the cursor worth a rewind: a cursor a slot or two ahead (the next event a few
     // hundred ns away) is caught up with soon, and the early heap is cheaper meanwhile than slotting again;
     // one that went to a far timer would send everything to the heap for a long while.
@@ -147,33 +151,33 @@ private:
         l.tail = n;
     }
 
-    // Moves the cursor back to `t` (before every event in the wheel) when the wheel holds at most rewind_max
-    // events, and slots them again; false (nothing changed) when it holds more. Called from push, with size_
-    // already counting the event being pushed.
-    bool rewind(std::uint64_t t) noexcept {
-        if (size_ - 1 - early_.size() > rewind_max) return false;
-        std::array<std::uint32_t, rewind_max> found;
-        std::size_t k = 0;
-        for (std::uint32_t words_left = summary_; words_left != 0; words_left &= words_left - 1) {
-            const unsigned w = static_cast<unsigned>(std::countr_zero(words_left));
+    // Moves the cursor back to `t`, before every event in the wheel. With m the highest byte in which `t`
+    // and the cursor differ, an event at a level above m keeps its list, and so does one at level m (its
+    // byte m is above the cursor's, hence above t's); an event at a lower level shares the cursor's bytes
+    // from m up, so relative to `t` it belongs to slot (cursor's byte m) of level m, which is empty: the
+    // lower levels' lists are spliced into it whole, and spread again when the cursor gets there. Events of
+    // one time sit in one list, so they stay in sequence order. One splice per non-empty list.
+    void rewind(std::uint64_t t) noexcept {
+        const unsigned m = static_cast<unsigned>(63 - std::countl_zero(t ^ cursor_)) / digit_bits;
+        List& into = lists_[m * slots + static_cast<std::uint32_t>((cursor_ >> (m * digit_bits)) & (slots - 1))];
+        const std::uint32_t into_index = static_cast<std::uint32_t>(&into - lists_.data());
+        for (unsigned w = 0; w < m * words; ++w) {
             for (std::uint64_t b = bits_[w]; b != 0; b &= b - 1) {
                 List& l = lists_[w * 64 + static_cast<unsigned>(std::countr_zero(b))];
-                for (std::uint32_t n = l.head; n != nil; n = nodes_[n].next) found[k++] = n;
+                if (into.tail == nil) into.head = l.head;
+                else nodes_[into.tail].next = l.head;
+                into.tail = l.tail;
                 l = {};
             }
             bits_[w] = 0;
         }
-        summary_ = 0;
-        front_ = nil;  // it may no longer head a level-0 list
-        // In (time, seq) order: events of one time then sit in sequence order in whatever list they reach.
-        for (std::size_t i = 1; i < k; ++i) {
-            for (std::size_t j = i; j > 0 && later(nodes_[found[j - 1]].item, nodes_[found[j]].item); --j) {
-                std::swap(found[j - 1], found[j]);
-            }
+        summary_ &= ~((1u << (m * words)) - 1);
+        if (into.tail != nil) {
+            bits_[into_index / 64] |= std::uint64_t{1} << (into_index % 64);
+            summary_ |= 1u << (into_index / 64);
         }
         cursor_ = t;
-        for (std::size_t i = 0; i < k; ++i) append(slot_of(nodes_[found[i]].item.time), found[i]);
-        return true;
+        front_ = nil;  // it may no longer head a level-0 list
     }
 
     void clear_bit(std::uint32_t list) noexcept {
@@ -218,7 +222,7 @@ private:
     std::uint32_t summary_ = 0;                          // bit w: bits_[w] is not 0
     std::uint32_t front_ = nil;  // the wheel's earliest node as top() found it (heading a level-0 list), or nil
     std::uint64_t cursor_ = 0;  // no item in the wheel is earlier; an item at level k shares the bytes above k
-    std::vector<T> early_;      // binary heap of items pushed with a time before cursor_
+    std::vector<T> early_;      // binary heap of items pushed with a time before cursor_ (a rewind may since have moved it back)
     std::size_t size_ = 0;
 };
 

@@ -114,4 +114,41 @@ BOOST_AUTO_TEST_CASE(an_event_earlier_than_a_cascaded_one_comes_first) {
     BOOST_TEST(q.empty());
 }
 
+// The simulator's steady state at scale: every message was answered, so a look at the front cascaded the
+// wheel to one of many far ACK timers, and new work then arrives far before the cursor while the timers keep
+// being re-armed ahead of it; everything still comes out as from a heap.
+BOOST_AUTO_TEST_CASE(work_after_a_cascade_to_many_far_timers_keeps_the_order) {
+    constexpr std::uint64_t timeout = 67'108'864;
+    Rng rng{7};
+    weft::sim::detail::EventQueue<Item> wheel;
+    Heap heap;
+    std::uint64_t now = 0, seq = 0;
+    auto push = [&](std::uint64_t t) {
+        heap.push({t, seq});
+        wheel.push({t, seq++});
+    };
+    for (int timer = 0; timer < 2000; ++timer) push(timeout + rng.below(100'000));
+    BOOST_REQUIRE_EQUAL(wheel.top().time, heap.v.front().time);  // cascades towards the first timer
+    std::size_t wrong = 0;
+    for (int k = 0; k < 50000; ++k) {
+        if (rng.below(100) < 50) {
+            // A message and its acknowledgement a few microseconds on; now and then a timer re-armed.
+            push(rng.below(20) == 0 ? now + timeout + rng.below(100'000) : now + 1000 + rng.below(5000));
+        } else {
+            BOOST_REQUIRE_EQUAL(wheel.top().time, heap.v.front().time);
+            const Item want = heap.pop();
+            const Item got = wheel.pop();
+            if (got.time != want.time || got.seq != want.seq) ++wrong;
+            now = std::max(now, got.time);
+        }
+    }
+    while (!heap.v.empty()) {
+        const Item want = heap.pop();
+        const Item got = wheel.pop();
+        if (got.time != want.time || got.seq != want.seq) ++wrong;
+    }
+    BOOST_TEST(wrong == 0u);
+    BOOST_TEST(wheel.empty());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
