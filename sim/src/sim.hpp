@@ -532,28 +532,37 @@ private:
     bool fd_armed_ = false;
 };
 
-/// A send-queue entry: the request as posted, with its own copy of the gather list.
-struct SqEntry {
+/// A send-queue entry: the request as posted, with its own copy of the gather list. Everything a request
+/// reads and writes on its way fits one cache line, the entry's own; the operands only some opcodes carry
+/// live beside the ring (SqOperands), and a transmission's Event::base is derived (SimQp::tx_base).
+struct alignas(64) SqEntry {
     std::uint64_t id = 0;
     std::uint64_t remote_addr = 0;
     std::uint64_t rkey = 0;
-    std::uint64_t compare_add = 0;
-    std::uint64_t swap = 0;
-    std::uint64_t length = 0;
-    std::uint32_t num_sge = 0;
-    std::uint32_t imm = 0;
+    std::uint64_t digest = 0;           ///< of the source bytes at post time (check_sources)
+    std::uint64_t sources_checked = 0;  ///< the domain's mr_epoch when its gather list last passed the check (0: never)
+    /// Until its first transmission, the program time of the post: it is not transmitted earlier. Then when
+    /// its latest transmission began to leave the requester. A retransmission starts no earlier than the
+    /// engine is next free, which is after that, so the post's time is not needed again.
+    std::uint64_t tx_start = 0;
+    std::uint64_t staged_word = 0;  ///< a payload of up to 8 bytes, staged (SimQp::stage_until)
+    std::uint32_t length = 0;       ///< at most the domain's max_msg_size, 2^31
     Opcode opcode = Opcode::send;
     SendFlags flags = SendFlags::none;
-    std::uint64_t digest = 0;         ///< of the source bytes at post time (check_sources)
-    std::uint64_t sources_checked = 0;  ///< the domain's mr_epoch when its gather list last passed the check (0: never)
-    std::uint64_t ready_at = 0;       ///< program time of the post: it is not transmitted earlier
-    std::uint64_t tx_start = 0;       ///< when its latest transmission began to leave the requester
-    std::uint64_t tx_base = 0;        ///< that transmission's Event::base: names it at the responder
-    std::uint64_t perm_key = 0;       ///< that transmission's packet order (torn placement); 0: in order
-    std::uint64_t staged_word = 0;    ///< a payload of up to 8 bytes, staged (SimQp::stage_until)
-    bool done = false;                ///< its final status is known
-    bool word_staged = false;         ///< staged_word holds the payload of its latest transmission
     WcStatus status = WcStatus::success;
+    std::uint8_t num_sge : 6 = 0;   ///< at most the domain's max_sge, 32
+    bool done : 1 = false;          ///< its final status is known
+    bool word_staged : 1 = false;   ///< staged_word holds the payload of its latest transmission
+};
+static_assert(sizeof(SqEntry) == 64);
+
+/// What a send-queue entry carries only for some opcodes or transmissions, in a ring of its own indexed
+/// like the send queue: written and read only when the entry has it.
+struct SqOperands {
+    std::uint64_t compare_add = 0;  ///< atomics
+    std::uint64_t swap = 0;         ///< compare_swap
+    std::uint64_t perm_key = 0;     ///< a transmission whose packets are torn: their order
+    std::uint32_t imm = 0;          ///< an opcode that consumes a receive
 };
 
 struct RqEntry {
@@ -652,6 +661,17 @@ private:
         return {&rq_sge_[rq_slot(i) * rq_stride_], rq_[rq_slot(i)].num_sge};
     }
     SqEntry& sq_at(std::uint64_t i) noexcept { return sq_[sq_slot(i)]; }
+    SqOperands& operands_at(std::uint64_t i) noexcept { return sq_operands_[sq_slot(i)]; }
+    const SqOperands& operands_at(std::uint64_t i) const noexcept { return sq_operands_[sq_slot(i)]; }
+    /// The Event::base of entry `e`'s latest transmission: it names that transmission at the responder.
+    std::uint64_t tx_base(const SqEntry& e) const noexcept { return e.tx_start + tx_delay_; }
+    /// The packet order of entry `i`'s latest transmission (torn placement); 0: in order. It is drawn at each
+    /// transmission of a send or write longer than one packet when torn placement is on.
+    std::uint64_t perm_key(std::uint64_t i) const noexcept {
+        const SqEntry& e = sq_at(i);
+        if (e.length <= fabric_.params.mtu || !fabric_.reorders(reorder_torn)) return 0;
+        return e.opcode == Opcode::read || is_atomic(e.opcode) ? 0 : operands_at(i).perm_key;
+    }
     const SqEntry& sq_at(std::uint64_t i) const noexcept { return sq_[sq_slot(i)]; }
     RqEntry& rq_at(std::uint64_t i) noexcept { return rq_[rq_slot(i)]; }
     const RqEntry& rq_at(std::uint64_t i) const noexcept { return rq_[rq_slot(i)]; }
@@ -784,6 +804,7 @@ private:
     // (chosen from the seed and the QP number at connect, 0..latency_ns).
     std::uint64_t engine_free_ = 0;
     std::uint64_t path_ns_ = 0;
+    std::uint64_t tx_delay_ = 0;  ///< from a transmission's start to its Event::base: latency, and path_ns_ with qp_paths
 
     // receive queue: [rq_released, rq_consumed) consumed but not yet polled, [rq_consumed, rq_posted) free.
     // With a shared receive queue, the few receives taken from it and not yet completed: a completion
@@ -838,7 +859,7 @@ private:
     // their bytes in a ring (both rings keep their capacity; a packet's bytes are contiguous).
     struct Staged {
         std::uint64_t msn = 0;
-        std::uint64_t base = 0;    ///< the transmission (SqEntry::tx_base)
+        std::uint64_t base = 0;    ///< the transmission (SimQp::tx_base)
         std::uint64_t offset = 0;  ///< the packet's offset in the message
         std::uint64_t at = 0;      ///< where its bytes start in stage_bytes_ (a running count)
         std::uint32_t k = 0;     ///< its place in leaving order
@@ -856,6 +877,7 @@ private:
     QpOptions options_;
     std::uint32_t max_inline_ = 0;
     std::vector<std::byte> sq_inline_;
+    std::vector<SqOperands> sq_operands_;  // slot -> what only some send-queue entries carry
     OneAtATime send_posters_, recv_posters_;  ///< threads inside post_send, post_recv
 };
 

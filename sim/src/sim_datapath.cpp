@@ -263,17 +263,21 @@ PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
         e.id = r.id;
         e.remote_addr = r.remote_addr;
         e.rkey = r.rkey;
-        e.compare_add = r.compare_add;
-        e.swap = r.swap;
-        e.length = r.length();
-        e.num_sge = r.num_sge;
-        e.imm = r.imm;
+        e.length = static_cast<std::uint32_t>(r.length());  // validated: at most max_msg_size
+        e.num_sge = r.num_sge & 0x3f;                       // at most max_sge
         e.opcode = r.opcode;
         e.flags = r.flags;
         e.done = false;
         e.status = WcStatus::success;
-        e.ready_at = at;
+        e.tx_start = at;
         e.sources_checked = 0;
+        if (is_atomic(r.opcode)) {
+            SqOperands& o = operands_at(i);
+            o.compare_add = r.compare_add;
+            o.swap = r.swap;
+        } else if (consumes_receive(r.opcode)) {
+            operands_at(i).imm = r.imm;
+        }
         auto segs = r.segments();
         LocalSegment* slot = &sq_sge_[sq_slot(i) * max_sge_];
         if (has(r.flags, SendFlags::inline_data)) {
@@ -427,23 +431,25 @@ void SimQp::transmit_pending() noexcept {
         // QP, so that a later message of another QP may arrive first (the IB spec orders one QP only).
         const bool own_path = fabric_.reorders(reorder_qp_paths);
         std::uint64_t& engine_free = own_path ? engine_free_ : domain_->link_free;
-        // Not before the program posted it (program time), nor before the engine is free.
-        const std::uint64_t start = std::max({fabric_.now, engine_free, e.ready_at});
+        // Not before the program posted it (program time), nor before the engine is free. (A retransmission
+        // finds its previous start in tx_start instead, which the engine has passed.)
+        const std::uint64_t start = std::max({fabric_.now, engine_free, e.tx_start});
         engine_free = start + fabric_.wire_ns(bytes);
         if (sq_next_tx_ == sq_completed_) last_progress_ = start;  // the ACK timer starts as it leaves
         if (!payload) rd_atomic_end_ = std::max(rd_atomic_end_, i + 1);
         Event ev;
         ev.kind = EventKind::deliver;
-        ev.base = start + fabric_.params.latency_ns + (own_path ? path_ns_ : 0);
+        e.tx_start = start;
+        ev.base = tx_base(e);
         ev.time = ev.base + fabric_.wire_ns(std::min<std::uint64_t>(bytes, fabric_.params.mtu));  // first packet
         ev.qpn = remote_qpn_;
         ev.peer = qp_num;
         ev.msn = i;
-        e.tx_start = start;
-        e.tx_base = ev.base;
         e.word_staged = false;
-        // The order its packets leave and are placed in (torn), drawn per transmission.
-        e.perm_key = payload && bytes > fabric_.params.mtu && fabric_.reorders(reorder_torn) ? (fabric_.rng.next() | 1) : 0;
+        // The order its packets leave and are placed in (torn), drawn per transmission (perm_key()).
+        if (payload && bytes > fabric_.params.mtu && fabric_.reorders(reorder_torn)) {
+            operands_at(i).perm_key = fabric_.rng.next() | 1;
+        }
         if (i < stage_msn_ || (i == stage_msn_ && stage_k_ > 0)) restage_from(i);
         // check_sources=0 trusts the program not to change a source in flight: nothing is staged.
         staged_source |= fabric_.params.check_sources && reads_source(e);
@@ -814,7 +820,7 @@ void SimQp::on_deliver(const Event& e) noexcept {
     inbound_.placed = 0;
     inbound_.base = e.base;
     inbound_.from_node = e.from_node;
-    inbound_.perm_key = w.perm_key;
+    inbound_.perm_key = q->perm_key(e.msn);
     inbound_.checked = domain_->mr_epoch;  // begin_message checked the target
     ++inbound_.gen;
     if (!place_packet(0)) return;
@@ -929,7 +935,7 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
     const std::uint64_t mtu = fabric_.params.mtu;
     // A packet still on the wire when the program last ran left with the bytes staged then (stage_until);
     // any other left since the program last ran, so the source still holds what it sent.
-    const bool word = w.word_staged && w.tx_base == inbound_.base;  // implies one packet
+    const bool word = w.word_staged && q->tx_base(w) == inbound_.base;  // implies one packet
     const Staged* staged = !word && q->staged_head_ != q->staged_tail_ ? q->staged_packet(msn, inbound_.base, k) : nullptr;
     const std::uint32_t p = staged ? static_cast<std::uint32_t>(staged->offset / mtu) : permute(k, inbound_.packets, inbound_.perm_key);
     const std::uint64_t offset = staged ? staged->offset : std::uint64_t{p} * mtu;
@@ -1031,7 +1037,7 @@ void SimQp::finish_inbound() noexcept {
     if (inbound_.consumes_recv) {
         const bool is_send = w.opcode == Opcode::send || w.opcode == Opcode::send_with_imm;
         emit_recv(inbound_.rq, WcStatus::success, is_send ? Opcode::recv : Opcode::recv_rdma_with_imm,
-                  static_cast<std::uint32_t>(w.length), w.opcode != Opcode::send, w.imm);
+                  static_cast<std::uint32_t>(w.length), w.opcode != Opcode::send, q->operands_at(inbound_.msn).imm);
     }
     ++expected_msn_;
     send_ack(q->qp_num, inbound_.msn, WcStatus::success, 0);
@@ -1148,8 +1154,9 @@ void SimQp::execute_response(SimQp& q, std::uint64_t msn) noexcept {
     std::uint64_t old = 0;
     std::memcpy(&old, reinterpret_cast<const void*>(w.remote_addr), 8);
     std::uint64_t value = old;
-    if (w.opcode == Opcode::fetch_add) value = old + w.compare_add;
-    else if (old == w.compare_add) value = w.swap;
+    const SqOperands& o = q.operands_at(msn);
+    if (w.opcode == Opcode::fetch_add) value = old + o.compare_add;
+    else if (old == o.compare_add) value = o.swap;
     std::memcpy(reinterpret_cast<void*>(w.remote_addr), &value, 8);
     // The result lands as the response leaves (a shortcut of the model), unless the requester crashed: a
     // crashed node takes nothing in (a read or atomic it asked for can execute after its crash: deferred,
@@ -1286,15 +1293,17 @@ std::uint64_t SimQp::stage_until(std::uint64_t t) noexcept {
         if (check_gather(i) != segments_fine) continue;
         const std::uint32_t packets = fabric_.packets(e.length);
         const Inbound& in = r->inbound_;
-        if (in.active && in.requester == qp_num && in.msn == i && in.base == e.tx_base) {
+        const std::uint64_t base = tx_base(e);
+        if (in.active && in.requester == qp_num && in.msn == i && in.base == base) {
             stage_k_ = std::max(stage_k_, in.placed);
         }
         const auto src = sq_sges(i);
+        const std::uint64_t key = perm_key(i);
         for (; stage_k_ < packets; ++stage_k_) {
             const std::uint64_t leaves = stage_k_ == 0 ? e.tx_start : e.tx_start + fabric_.wire_ns(std::uint64_t{stage_k_} * mtu);
             if (leaves >= t) break;
             const std::uint64_t offset =
-                (e.perm_key ? std::uint64_t{permute(stage_k_, packets, e.perm_key)} : std::uint64_t{stage_k_}) * mtu;
+                (key ? std::uint64_t{permute(stage_k_, packets, key)} : std::uint64_t{stage_k_}) * mtu;
             const auto n = static_cast<std::uint32_t>(std::min(mtu, e.length - offset));
             if (packets == 1 && e.length <= sizeof e.staged_word) {
                 // A message of up to 8 bytes is staged in its send-queue entry.
@@ -1320,7 +1329,7 @@ std::uint64_t SimQp::stage_until(std::uint64_t t) noexcept {
                 copy_range(src, {&dst, 1}, offset, n);
             }
             if (staged_tail_ - staged_head_ == staged_.size()) grow_staged();
-            staged_[staged_tail_++ & (staged_.size() - 1)] = {i, e.tx_base, offset, at, stage_k_, n};
+            staged_[staged_tail_++ & (staged_.size() - 1)] = {i, base, offset, at, stage_k_, n};
             ++fabric_.stats.staged;
         }
         if (stage_k_ < packets) break;

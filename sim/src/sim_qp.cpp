@@ -38,7 +38,8 @@ SimQp::SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& set
       rq_sge_(rq_.size() * rq_stride_),
       options_(setup.options),
       max_inline_(setup.options.max_inline),
-      sq_inline_(sq_.size() * setup.options.max_inline) {
+      sq_inline_(sq_.size() * setup.options.max_inline),
+      sq_operands_(sq_.size()) {
     caps.max_send = setup.options.max_send;
     caps.max_recv = srq_ ? 0 : setup.options.max_recv;
     caps.max_sge = max_sge_;
@@ -135,6 +136,7 @@ void SimQp::connect(std::span<const std::byte> peer) {
         h = (h ^ (h >> 31)) * 0x94d049bb133111ebull;
         path_ns_ = (h ^ (h >> 29)) % (fabric_.params.latency_ns + 1);
     }
+    tx_delay_ = fabric_.params.latency_ns + (fabric_.reorders(reorder_qp_paths) ? path_ns_ : 0);
     // The two programs exchanged addresses to get here: what either did before is done before the
     // other's first message can arrive.
     fabric_.join_programs(domain_->node(), peer_node);
