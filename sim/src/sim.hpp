@@ -605,7 +605,8 @@ private:
     OneAtATime posters_;
 };
 
-class [[gnu::visibility("hidden")]] SimQp final : public weft::detail::QpImpl {
+// Aligned so that the lines FabricState::prefetch_next asks for are the same for every QP.
+class [[gnu::visibility("hidden")]] alignas(64) SimQp final : public weft::detail::QpImpl {
 public:
     SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& setup);
     ~SimQp() override;
@@ -791,6 +792,9 @@ private:
     std::uint32_t max_sge_ = 1;
     std::uint32_t timer_gen_ = 0;
     std::uint64_t timer_due_ = 0;     ///< its time
+    std::uint64_t ack_timeout_ = 0;   ///< options_.timeout in ns (0: none)
+    std::uint8_t min_rnr_timer_ = 0;  ///< options_.min_rnr_timer, which this QP's RNR NAKs carry
+    OneAtATime send_posters_;         ///< threads inside post_send
     std::shared_ptr<SimCq> send_cq_;
     std::shared_ptr<SimCq> recv_cq_;
 
@@ -806,16 +810,15 @@ private:
     std::uint64_t path_ns_ = 0;
     std::uint64_t tx_delay_ = 0;  ///< from a transmission's start to its Event::base: latency, and path_ns_ with qp_paths
 
-    // receive queue: [rq_released, rq_consumed) consumed but not yet polled, [rq_consumed, rq_posted) free.
-    // With a shared receive queue, the few receives taken from it and not yet completed: a completion
-    // releases its entry at once.
-    std::shared_ptr<SimSrq> srq_;
-    std::uint32_t rq_stride_ = 1;  ///< segments per receive entry
-    std::vector<RqEntry> rq_;
-    std::vector<LocalSegment> rq_sge_;
-    std::uint64_t rq_posted_ = 0;
-    std::uint64_t rq_consumed_ = 0;
-    std::uint64_t rq_released_ = 0;
+    // Staging: the cursor (the next packet to look at: message stage_msn_, packet stage_k_ in leaving
+    // order), the due time of its valid key (UINT64_MAX: none), and the staged packets, oldest first, with
+    // their bytes in a ring (both rings keep their capacity; a packet's bytes are contiguous). The cursor
+    // and the bounds of the packets' ring are read for every message; the rings are further down.
+    std::uint64_t stage_msn_ = 0;
+    std::uint32_t stage_k_ = 0;
+    std::uint32_t stage_gen_ = 0;
+    std::uint64_t stage_due_ = UINT64_MAX;
+    std::uint64_t staged_head_ = 0, staged_tail_ = 0;
 
     /// The send/write message whose packets are landing.
     struct Inbound {
@@ -854,9 +857,18 @@ private:
         std::uint64_t msn = 0;
     } deferred_;
 
-    // Staging: the cursor (the next packet to look at: message stage_msn_, packet stage_k_ in leaving
-    // order), the due time of its valid key (UINT64_MAX: none), and the staged packets, oldest first, with
-    // their bytes in a ring (both rings keep their capacity; a packet's bytes are contiguous).
+    // receive queue: [rq_released, rq_consumed) consumed but not yet polled, [rq_consumed, rq_posted) free.
+    // With a shared receive queue, the few receives taken from it and not yet completed: a completion
+    // releases its entry at once.
+    std::shared_ptr<SimSrq> srq_;
+    std::uint32_t rq_stride_ = 1;  ///< segments per receive entry
+    std::vector<RqEntry> rq_;
+    std::vector<LocalSegment> rq_sge_;
+    std::uint64_t rq_posted_ = 0;
+    std::uint64_t rq_consumed_ = 0;
+    std::uint64_t rq_released_ = 0;
+
+    // The staged packets (see stage_msn_ above).
     struct Staged {
         std::uint64_t msn = 0;
         std::uint64_t base = 0;    ///< the transmission (SimQp::tx_base)
@@ -865,12 +877,7 @@ private:
         std::uint32_t k = 0;     ///< its place in leaving order
         std::uint32_t n = 0;
     };
-    std::uint64_t stage_msn_ = 0;
-    std::uint32_t stage_k_ = 0;
-    std::uint32_t stage_gen_ = 0;
-    std::uint64_t stage_due_ = UINT64_MAX;
     std::vector<Staged> staged_;
-    std::uint64_t staged_head_ = 0, staged_tail_ = 0;
     std::vector<std::byte> stage_bytes_;
     std::uint64_t bytes_head_ = 0, bytes_tail_ = 0;
 
@@ -878,7 +885,7 @@ private:
     std::uint32_t max_inline_ = 0;
     std::vector<std::byte> sq_inline_;
     std::vector<SqOperands> sq_operands_;  // slot -> what only some send-queue entries carry
-    OneAtATime send_posters_, recv_posters_;  ///< threads inside post_send, post_recv
+    OneAtATime recv_posters_;  ///< threads inside post_recv
 };
 
 inline SimQp* FabricState::find_qp(std::uint32_t qpn) const noexcept {

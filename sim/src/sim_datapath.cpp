@@ -476,7 +476,7 @@ void SimQp::transmit_pending() noexcept {
 }
 
 void SimQp::arm_timer() noexcept {
-    const std::uint64_t tmo = ack_timeout_ns(options_.timeout);
+    const std::uint64_t tmo = ack_timeout_;
     if (timer_armed_ || tmo == 0 || sq_next_tx_ <= sq_completed_) return;
     timer_armed_ = true;
     const std::uint64_t due = std::max(fabric_.now, last_progress_ + tmo);
@@ -564,7 +564,7 @@ void SimQp::on_timeout(const Event& e) noexcept {
     if (!timer_armed_) return;
     timer_armed_ = false;
     if (state_ != QpState::rts || sq_next_tx_ <= sq_completed_) return;
-    const std::uint64_t tmo = ack_timeout_ns(options_.timeout);
+    const std::uint64_t tmo = ack_timeout_;
     if (fabric_.now < last_progress_ + tmo) {
         arm_timer();
         return;
@@ -1059,7 +1059,7 @@ void SimQp::send_ack_at(std::uint32_t requester, std::uint64_t msn, WcStatus sta
     ev.peer = qp_num;
     ev.msn = msn;
     ev.status = status;
-    ev.generation = options_.min_rnr_timer;  // an RNR NAK carries the responder's timer
+    ev.generation = min_rnr_timer_;  // an RNR NAK carries the responder's timer
     if (fabric_.tracing) {
         TraceRecord r;
         r.kind = TraceKind::ack;

@@ -40,6 +40,8 @@ SimQp::SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& set
       max_inline_(setup.options.max_inline),
       sq_inline_(sq_.size() * setup.options.max_inline),
       sq_operands_(sq_.size()) {
+    ack_timeout_ = ack_timeout_ns(options_.timeout);
+    min_rnr_timer_ = options_.min_rnr_timer;
     caps.max_send = setup.options.max_send;
     caps.max_recv = srq_ ? 0 : setup.options.max_recv;
     caps.max_sge = max_sge_;
