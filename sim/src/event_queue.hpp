@@ -119,7 +119,8 @@ private:
     static constexpr std::uint64_t rewind_gap = std::uint64_t{1} << 16;
     static_assert(levels * digit_bits == 64 && slots % 64 == 0 && levels * words == 32);
 
-    struct Node {
+    // Aligned to its size rounded up to a power of two, up to a cache line: a node never straddles two lines.
+    struct alignas(std::min<std::size_t>(64, std::bit_ceil(sizeof(T) + sizeof(std::uint32_t)))) Node {
         T item;
         std::uint32_t next = nil;
     };
