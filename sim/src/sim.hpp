@@ -218,7 +218,7 @@ public:
     };
     void key_staging(std::uint32_t node, const StageKey& key);
 
-    /// Where a QP's send queue lives, beside the QP table, so the entry an event is about can be prefetched
+    /// Where a QP's send queue lives, kept in the QP table, so the entry an event is about can be prefetched
     /// without reading the QP first.
     struct SendRing {
         const SqEntry* entries = nullptr;
@@ -263,8 +263,8 @@ public:
     }
     template <class F>
     void for_each_qp(F f) const {
-        for (SimQp* qp : qps_) {
-            if (qp) f(*qp);
+        for (const QpSlot& s : qps_) {
+            if (s.qp) f(*s.qp);
         }
     }
 
@@ -371,8 +371,13 @@ private:
 
     EventQueue<Event> events_;
     std::uint64_t seq_ = 0;
-    std::vector<SimQp*> qps_;           // slot -> QP
-    std::vector<SendRing> rings_;       // slot -> its send queue
+    // A QP and where its send queue lives, in one half line: an event's QP and send-queue entry are asked
+    // for after one look at the table.
+    struct alignas(32) QpSlot {
+        SimQp* qp = nullptr;
+        SendRing ring;
+    };
+    std::vector<QpSlot> qps_;           // slot -> QP
     std::vector<std::uint8_t> qp_gen_;  // slot -> generation
     std::vector<std::uint32_t> free_slots_;
     std::uint32_t next_node_ = 0;
@@ -891,7 +896,7 @@ private:
 inline SimQp* FabricState::find_qp(std::uint32_t qpn) const noexcept {
     const std::uint32_t slot = slot_of(qpn);
     if (slot >= qps_.size()) return nullptr;
-    SimQp* qp = qps_[slot];
+    SimQp* qp = qps_[slot].qp;
     return qp && qp->qp_num == qpn ? qp : nullptr;
 }
 

@@ -315,8 +315,8 @@ void FabricState::handle_overruns() noexcept {
     while (!overrun_cqs.empty()) {
         SimCq* cq = overrun_cqs.back();
         overrun_cqs.pop_back();
-        for (SimQp* qp : qps_) {
-            if (qp && qp->uses_cq(cq)) qp->on_cq_error();
+        for (const QpSlot& s : qps_) {
+            if (s.qp && s.qp->uses_cq(cq)) s.qp->on_cq_error();
         }
     }
 }
@@ -407,8 +407,8 @@ void FabricState::prefetch_next() noexcept {
     const Event& next = events_.top();
     auto prefetch = [this](std::uint32_t qpn, int lines) {
         const std::uint32_t slot = slot_of(qpn);
-        if (slot >= qps_.size() || !qps_[slot]) return;
-        const char* qp = reinterpret_cast<const char*>(qps_[slot]);
+        if (slot >= qps_.size() || !qps_[slot].qp) return;
+        const char* qp = reinterpret_cast<const char*>(qps_[slot].qp);
         for (int k = 0; k < lines; ++k) __builtin_prefetch(qp + 64 * k);
     };
     // The hot members lead the QP (sim.hpp, aligned to a line): a requester's in its first 6 lines; a
@@ -419,8 +419,8 @@ void FabricState::prefetch_next() noexcept {
     // The send-queue entry a message or an acknowledgement is about, and its gather list.
     if (next.kind == EventKind::deliver || next.kind == EventKind::ack) {
         const std::uint32_t slot = slot_of(next.kind == EventKind::deliver ? next.peer : next.qpn);
-        if (slot >= rings_.size()) return;
-        const SendRing& r = rings_[slot];
+        if (slot >= qps_.size()) return;
+        const SendRing& r = qps_[slot].ring;
         if (!r.entries) return;
         const std::uint64_t i = next.msn & r.mask;
         const char* entry = reinterpret_cast<const char*>(r.entries + i);
@@ -441,12 +441,10 @@ std::uint32_t FabricState::add_qp(SimQp* qp, const SendRing& ring) {
                         "sim", "create_qp");
         }
         slot = static_cast<std::uint32_t>(qps_.size());
-        qps_.push_back(nullptr);
-        rings_.emplace_back();
+        qps_.emplace_back();
         qp_gen_.push_back(0);
     }
-    qps_[slot] = qp;
-    rings_[slot] = ring;
+    qps_[slot] = {qp, ring};
     const std::uint32_t gen = ++qp_gen_[slot];  // wraps at 256
     const std::uint32_t s = slot + 1;
     return (s >> 16) << 24 | gen << 16 | (s & 0xffff);
@@ -454,9 +452,8 @@ std::uint32_t FabricState::add_qp(SimQp* qp, const SendRing& ring) {
 
 void FabricState::remove_qp(std::uint32_t qpn) noexcept {
     const std::uint32_t slot = slot_of(qpn);
-    if (slot < qps_.size() && qps_[slot] && qps_[slot]->qp_num == qpn) {
-        qps_[slot] = nullptr;
-        rings_[slot] = {};
+    if (slot < qps_.size() && qps_[slot].qp && qps_[slot].qp->qp_num == qpn) {
+        qps_[slot] = {};
         free_slots_.push_back(slot);
     }
 }
