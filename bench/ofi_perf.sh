@@ -2,15 +2,19 @@
 # Prints weft-perf on the ofi backend beside raw libfabric (weft-bench-fi-anchor: the same fi_info, the same
 # operations, memory layout and timing) on each host provider over loopback, measured in the same run, two
 # processes each, every row with its ratio: RDMA write latency (one way, median) at 64 bytes and 4 KiB, and
-# write bandwidth at 64 KiB and 1 MiB. Targets (docs/performance.md): weft <= 1.05x raw libfabric's latency
+# write bandwidth at 64 KiB and 1 MiB, each the median of several alternating passes. Targets (docs/performance.md): weft <= 1.05x raw libfabric's latency
 # and >= 0.95x its bandwidth.
 #   bench/ofi_perf.sh BUILD_DIR [OUT_DIR]     # OUT_DIR: keep every run's JSON there (for tools/perf/plot.py)
 set -uo pipefail
 bin=$1/bin
 out=${2:-}
 here=$(dirname "$0")
-lat_iters=1000
-bw_iters=2000
+# Loopback figures on a shared host drift by tens of percent within a minute: rather than one long run
+# each, `passes` shorter ones alternate the two programs, and each row is the median of the passes'
+# ratios (WEFT_OFI_PERF_PASSES; about as many round trips and writes in all as one run of 1,000 and 2,000).
+passes=${WEFT_OFI_PERF_PASSES:-3}
+lat_iters=$((1000 / passes))
+bw_iters=$((2000 / passes))
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -40,7 +44,6 @@ value() {  # file size key
   grep "\"size\":$2," "$1" | sed -n "s/.*\"$3\":\([0-9.e+-]*\).*/\1/p" | head -1
 }
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.e+-]+$/ && b ~ /^[0-9.e+-]+$/ && b > 0) printf "%.2fx", a / b; else print "n/a" }'; }
 
 keep() {  # provider test
   [ -n "$out" ] || return 0
@@ -50,21 +53,47 @@ keep() {  # provider test
   cp "$tmp/weft" "$out/weft-perf.$name.$2.json"
 }
 
-for provider in tcp shm "tcp;ofi_rxm"; do
-  anchor "$provider" lat 64,4096 $lat_iters
-  weft "$provider" lat 64,4096 $lat_iters
-  keep "$provider" lat
-  for size in 64 4096; do
-    a=$(value "$tmp/anchor" $size t_typical_us) w=$(value "$tmp/weft" $size t_typical_us)
-    printf 'ofi_perf: %-14s write lat %7s B  raw libfabric %9s us | weft %9s us (%s) | target <= 1.05x\n' \
-           "$provider" $size "${a:-n/a}" "${w:-n/a}" "$(ratio "$w" "$a")"
+# One pass of `test` for both programs, their order alternating with the pass number so that a drift of the
+# host's speed during the run does not favour one side; each size's raw and weft figures go to $tmp/rows.
+measure() {  # provider test sizes iters key pass
+  if [ $(($6 % 2)) -eq 1 ]; then
+    anchor "$1" "$2" "$3" "$4"; weft "$1" "$2" "$3" "$4"
+  else
+    weft "$1" "$2" "$3" "$4"; anchor "$1" "$2" "$3" "$4"
+  fi
+  keep "$1" "$2"
+  local size
+  for size in ${3//,/ }; do
+    echo "$size $(value "$tmp/anchor" $size $5) $(value "$tmp/weft" $size $5)" >>"$tmp/rows"
   done
-  anchor "$provider" bw 65536,1048576 $bw_iters
-  weft "$provider" bw 65536,1048576 $bw_iters
-  keep "$provider" bw
+}
+
+# The medians over the passes of a size's raw figure, weft's figure and their ratio (NF == 3 rows only: a
+# pass that failed leaves a short row and is left out).
+medians() {  # size -> "raw weft ratio passes"
+  awk -v size="$1" '
+    function median(v, n,   i, j, t) {
+      for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    $1 == size && NF == 3 && $2 > 0 { ++n; a[n] = $2; w[n] = $3; r[n] = $3 / $2 }
+    END { if (n) printf "%.4g %.4g %.2fx %d\n", median(a, n), median(w, n), median(r, n), n; else print "n/a n/a n/a 0" }
+  ' "$tmp/rows"
+}
+
+for provider in tcp shm "tcp;ofi_rxm"; do
+  : >"$tmp/rows"
+  for pass in $(seq "$passes"); do measure "$provider" lat 64,4096 $lat_iters t_typical_us "$pass"; done
+  for size in 64 4096; do
+    read -r a w r n <<<"$(medians $size)"
+    printf 'ofi_perf: %-14s write lat %7s B  raw libfabric %9s us | weft %9s us (%s) | target <= 1.05x | median of %s\n' \
+           "$provider" $size "$a" "$w" "$r" "$n"
+  done
+  : >"$tmp/rows"
+  for pass in $(seq "$passes"); do measure "$provider" bw 65536,1048576 $bw_iters bw_mib_s "$pass"; done
   for size in 65536 1048576; do
-    a=$(value "$tmp/anchor" $size bw_mib_s) w=$(value "$tmp/weft" $size bw_mib_s)
-    printf 'ofi_perf: %-14s write bw  %7s B  raw libfabric %9s MiB/s | weft %9s MiB/s (%s) | target >= 0.95x\n' \
-           "$provider" $size "${a:-n/a}" "${w:-n/a}" "$(ratio "$w" "$a")"
+    read -r a w r n <<<"$(medians $size)"
+    printf 'ofi_perf: %-14s write bw  %7s B  raw libfabric %9s MiB/s | weft %9s MiB/s (%s) | target >= 0.95x | median of %s\n' \
+           "$provider" $size "$a" "$w" "$r" "$n"
   done
 done
