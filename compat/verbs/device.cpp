@@ -35,16 +35,27 @@ constexpr int max_rd_atomic = 16;
 struct Device {
     ibv_device dev{};
     std::string backend;  // empty when $WEFT_BACKEND does not parse
-    std::string config;
+    std::string config;   // $WEFT_BACKEND's text
+    std::string opened;   // what a context opens (domain_config below)
     std::string error;    // why it does not parse
 };
+
+// The configuration a context opens: $WEFT_BACKEND's, and on ofi progress=thread unless it says otherwise.
+// A verbs program expects one-sided requests to complete while the target process does not call verbs
+// (perftest's ib_write_bw server waits on a socket), and libfabric's tcp and shm move data only inside calls.
+std::string domain_config(const std::string& config, const Config& parsed) {
+    if (parsed.backend() != "ofi" || parsed.has("progress")) return config;
+    return config + (config.find(':') == std::string::npos ? ":" : ",") + "progress=thread";
+}
 
 const Device& device() {
     static const Device d = [] {
         Device out;
         out.config = default_config();
         try {
-            out.backend = Config::parse(out.config).backend();
+            const Config parsed = Config::parse(out.config);
+            out.backend = parsed.backend();
+            out.opened = domain_config(out.config, parsed);
         } catch (const std::exception& e) {
             out.error = e.what();
         }
@@ -56,15 +67,6 @@ const Device& device() {
         return out;
     }();
     return d;
-}
-
-// The configuration a context opens: $WEFT_BACKEND's, and on ofi progress=thread unless it says otherwise.
-// A verbs program expects one-sided requests to complete while the target process does not call verbs
-// (perftest's ib_write_bw server waits on a socket), and libfabric's tcp and shm move data only inside calls.
-std::string domain_config(const std::string& config) {
-    const Config parsed = Config::parse(config);
-    if (parsed.backend() != "ofi" || parsed.has("progress")) return config;
-    return config + (config.find(':') == std::string::npos ? ":" : ",") + "progress=thread";
 }
 
 ibv_port_attr port_attributes(Context& ctx) {
@@ -213,7 +215,7 @@ ibv_context* ibv_open_device(ibv_device* dev) {
         auto ctx = std::make_unique<Context>();
         {
             Opening nested;
-            ctx->domain = weft::open(domain_config(d.config));
+            ctx->domain = weft::open(d.opened);
         }
         ctx->refusing = ctx->domain.register_memory(ctx->refused_bytes.data(), ctx->refused_bytes.size(),
                                                     weft::Access::none);
