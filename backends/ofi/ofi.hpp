@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -247,6 +248,14 @@ class OfiQp;
 class OfiSrq;
 struct Ring;
 struct Slot;
+
+// An entry of a CQ's list of the bound QPs whose peer QP lives in this process (OfiCq::kicks_): each QP has
+// one per CQ it is bound to. Linked and unlinked under the CQ's bound_mu_; walked by the CQ's consumer
+// without it, since a QP is unlinked only as it is destroyed, which no poll of its CQs may overlap.
+struct KickLink {
+    OfiQp* qp = nullptr;
+    std::atomic<KickLink*> next{nullptr};
+};
 
 // ---- Domain
 
@@ -518,9 +527,9 @@ public:
     // QPs with a queue on this CQ (their loss is handled, and their local peers kicked, by its consumer).
     void bind(OfiQp* qp);
     void unbind(OfiQp* qp) noexcept;
-    // A QP bound here now has a peer QP in this process.
-    void local_peer_linked() noexcept { local_links_.fetch_add(1, std::memory_order_relaxed); }
-    void local_peer_unlinked() noexcept { local_links_.fetch_sub(1, std::memory_order_relaxed); }
+    // A QP bound here now has a peer QP in this process (`link` is the QP's entry for this CQ), or is going.
+    void local_peer_linked(KickLink& link) noexcept;
+    void local_peer_unlinked(KickLink& link) noexcept;
     // From the service thread: a QP whose send queue is here lost its peer; the consumer handles it.
     void peer_lost() noexcept;
     // Makes the descriptor readable (fd() mode) and ends a wait() on the provider's wait object.
@@ -537,11 +546,17 @@ public:
     std::unique_lock<std::mutex> quiesce_srq() { return std::unique_lock(srq_mu_); }
 
 private:
-    std::size_t poll_here(std::span<Completion> out) noexcept;
+    // pump()'s argument when it is to make the first provider read itself.
+    static constexpr ssize_t unread = std::numeric_limits<ssize_t>::min();
+    // What poll() does beyond an empty provider read; `first` is that read's result, if poll() made it.
+    std::size_t poll_here(std::span<Completion> out, ssize_t first = unread) noexcept;
     bool wait_step() noexcept;
     bool doze(std::chrono::nanoseconds left) noexcept;
     void end_doze() noexcept;
-    std::size_t pump() noexcept;
+    // Reads the provider's entries into the rings; `first`: the result of a read already made.
+    std::size_t pump(ssize_t first = unread) noexcept;
+    // The consumer's kicks: the peers of the bound QPs in kicks_ that have a request out.
+    void kick_waited_peers() noexcept;
     void absorb(const fi_cq_data_entry& e) noexcept;
     void absorb_error() noexcept;
     void slot_finished(Slot& s) noexcept;
@@ -576,6 +591,11 @@ private:
     std::atomic<Ring*> inbox_{nullptr};
     std::array<fi_cq_data_entry, 32> entries_{};
 
+    // Reasons for poll() to leave its empty-poll path for poll_here(), which never go away: fd() mode (an
+    // empty poll re-arms the descriptor) and readers of a shared receive queue (delivered beside the rings).
+    static constexpr std::uint8_t detour_fd = 1;
+    static constexpr std::uint8_t detour_srq = 2;
+    std::atomic<std::uint8_t> detours_{0};
     std::atomic<bool> fd_mode_{false};    // fd() was called: empty polls re-arm the descriptor
     std::atomic<bool> signaled_{false};   // event_fd_ holds a count
     std::atomic<bool> loss_pending_{false};
@@ -585,6 +605,7 @@ private:
     std::mutex progress_mu_;  // provider calls from other threads (kicks, the service thread)
     TinyLock bound_mu_;
     std::vector<OfiQp*> bound_;
+    std::atomic<KickLink*> kicks_{nullptr};  // the bound QPs with a peer in this process (see KickLink)
     // Shared-receive-queue completions: read from the readers' private CQs into srq_done_ in the order
     // they were read, delivered before the rings' (srq_mu_).
     std::atomic<std::uint32_t> srq_readers_n_{0};
@@ -783,6 +804,7 @@ private:
     // The CQs of the connected peer QP when it lives in this process (kept alive while we may kick them).
     std::array<std::shared_ptr<OfiCq>, 2> local_peer_cqs_;
     std::atomic<bool> local_peer_linked_{false};
+    std::array<KickLink, 2> kick_links_;  // on the send CQ's list, and on the receive CQ's when it differs
 };
 
 // How long a lost peer's requests may still complete from what the provider had before they fail: acks
@@ -807,7 +829,9 @@ void want_attention(OfiQp* qp);
 void drop_attention(OfiQp* qp);
 // Drives every QP that needs it (connecting or backlogged). Cheap when none does.
 void drive_all(bool try_only) noexcept;
-bool attention_pending() noexcept;
+// The number of QPs that asked for attention (ofi_plugin.cpp); read inline by every empty poll.
+extern std::atomic<std::size_t> attention_size;
+inline bool attention_pending() noexcept { return attention_size.load(std::memory_order_relaxed) != 0; }
 
 // The connect()ed QP of this process whose nonce is `nonce`, or null. Its CQs, shared, for kicking.
 std::array<std::shared_ptr<OfiCq>, 2> local_cqs(std::uint64_t nonce);

@@ -838,6 +838,14 @@ void OfiCq::kick_local_peers() noexcept {
     }
 }
 
+// The consumer's own walk: no lock (see KickLink), so it neither waits for nor skips a round of the service
+// thread's.
+void OfiCq::kick_waited_peers() noexcept {
+    for (KickLink* l = kicks_.load(std::memory_order_acquire); l != nullptr; l = l->next.load(std::memory_order_acquire)) {
+        if (l->qp->outstanding()) l->qp->kick_local_peer();
+    }
+}
+
 bool OfiCq::connected_qp() noexcept {
     std::unique_lock lock(bound_mu_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
@@ -1042,10 +1050,11 @@ void OfiCq::absorb_error() noexcept {
     if (s.complete_op()) slot_finished(s);
 }
 
-std::size_t OfiCq::pump() noexcept {
+std::size_t OfiCq::pump(ssize_t first) noexcept {
     std::size_t total = 0;
-    for (int round = 0; round < 8; ++round) {
-        ssize_t got = fi_cq_read(cq_.get(), entries_.data(), entries_.size());
+    ssize_t got = first;
+    for (int round = 0; round < 8; ++round, got = unread) {
+        if (got == unread) got = fi_cq_read(cq_.get(), entries_.data(), entries_.size());
         if (got > 0) {
             for (ssize_t i = 0; i < got; ++i) absorb(entries_[static_cast<std::size_t>(i)]);
             total += static_cast<std::size_t>(got);
@@ -1149,14 +1158,15 @@ void OfiCq::rearm() noexcept {
 // while there is nothing to do.
 void OfiCq::idle() noexcept {
     if (registry::attention_pending()) registry::drive_all(true);
-    if (local_links_.load(std::memory_order_relaxed) != 0) kick_local_peers();
+    kick_waited_peers();
     if (fd_mode_.load(std::memory_order_relaxed)) rearm();
 }
 
-std::size_t OfiCq::poll_here(std::span<Completion> out) noexcept {
+std::size_t OfiCq::poll_here(std::span<Completion> out, ssize_t first) noexcept {
     if (inbox_.load(std::memory_order_relaxed) != nullptr) take_inbox();
     std::size_t n = deliver(out, 0);
-    if (n < out.size() && pump() > 0) n = deliver(out, n);
+    // Entries poll() has read already are absorbed even when `out` is full.
+    if ((first != unread || n < out.size()) && pump(first) > 0) n = deliver(out, n);
     if (loss_pending_.load(std::memory_order_relaxed)) {
         handle_losses();
         if (n < out.size()) {
@@ -1176,7 +1186,20 @@ std::size_t OfiCq::poll_here(std::span<Completion> out) noexcept {
     return n;
 }
 
-std::size_t OfiCq::poll(std::span<Completion> out) noexcept { return poll_here(out); }
+// An empty poll is what a busy-polling consumer does most, so it has a path of its own: while nothing is
+// ready or notified here, no peer loss waits to be handled and neither fd() mode nor a shared receive queue
+// asks for more, a provider read that finds nothing leaves only the idle duties, inline. Everything else
+// goes on in poll_here(), which then starts from the entries this read got.
+std::size_t OfiCq::poll(std::span<Completion> out) noexcept {
+    if (ready_head_ != nullptr || inbox_.load(std::memory_order_relaxed) != nullptr ||
+        detours_.load(std::memory_order_relaxed) != 0 || loss_pending_.load(std::memory_order_relaxed)) {
+        return poll_here(out);
+    }
+    const ssize_t got = fi_cq_read(cq_.get(), entries_.data(), entries_.size());
+    if (got != -FI_EAGAIN || registry::attention_pending()) return poll_here(out, got);
+    kick_waited_peers();
+    return 0;
+}
 
 // One round of wait(): true when poll() would return something.
 bool OfiCq::wait_step() noexcept {
@@ -1190,7 +1213,7 @@ bool OfiCq::wait_step() noexcept {
     if (loss_pending_.load(std::memory_order_relaxed)) handle_losses();
     if (registry::attention_pending()) registry::drive_all(true);
     if (deliverable()) return true;
-    if (local_links_.load(std::memory_order_relaxed) != 0) kick_local_peers();
+    kick_waited_peers();
     return false;
 }
 

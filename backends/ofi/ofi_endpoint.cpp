@@ -113,6 +113,7 @@ OfiCq::~OfiCq() {
 
 int OfiCq::fd() {
     if (!fd_mode_.exchange(true, std::memory_order_acq_rel)) {
+        detours_.fetch_or(detour_fd, std::memory_order_release);
         // Without a native wait nothing progresses the provider while the application sleeps on the
         // descriptor, and peers in this process may need kicks: the service thread does both.
         if (profile_->needs_kicks) service::add_round(this);
@@ -130,6 +131,27 @@ void OfiCq::bind(OfiQp* qp) {
 void OfiCq::unbind(OfiQp* qp) noexcept {
     std::lock_guard lock(bound_mu_);
     bound_.erase(std::remove(bound_.begin(), bound_.end(), qp), bound_.end());
+}
+
+void OfiCq::local_peer_linked(KickLink& link) noexcept {
+    std::lock_guard lock(bound_mu_);
+    link.next.store(kicks_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    kicks_.store(&link, std::memory_order_release);
+    local_links_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void OfiCq::local_peer_unlinked(KickLink& link) noexcept {
+    std::lock_guard lock(bound_mu_);
+    for (std::atomic<KickLink*>* at = &kicks_;;) {
+        KickLink* l = at->load(std::memory_order_relaxed);
+        if (l == nullptr) break;
+        if (l == &link) {
+            at->store(l->next.load(std::memory_order_relaxed), std::memory_order_release);
+            break;
+        }
+        at = &l->next;
+    }
+    local_links_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void OfiCq::reserve(std::uint32_t n, std::string_view queue) {
@@ -621,8 +643,12 @@ void OfiQp::link_local_peer(std::uint64_t peer_nonce) noexcept {
         return;
     }
     local_peer_linked_.store(true, std::memory_order_release);
-    send_cq_->local_peer_linked();
-    if (recv_cq_ != send_cq_) recv_cq_->local_peer_linked();
+    kick_links_[0].qp = this;
+    send_cq_->local_peer_linked(kick_links_[0]);
+    if (recv_cq_ != send_cq_) {
+        kick_links_[1].qp = this;
+        recv_cq_->local_peer_linked(kick_links_[1]);
+    }
 }
 
 void OfiQp::kick_local_peer() noexcept {
@@ -757,8 +783,8 @@ OfiQp::~OfiQp() {
     send_cq_->unbind(this);
     recv_cq_->unbind(this);
     if (local_peer_linked_.load(std::memory_order_acquire)) {
-        send_cq_->local_peer_unlinked();
-        if (recv_cq_ != send_cq_) recv_cq_->local_peer_unlinked();
+        send_cq_->local_peer_unlinked(kick_links_[0]);
+        if (recv_cq_ != send_cq_) recv_cq_->local_peer_unlinked(kick_links_[1]);
     }
     std::lock_guard lock(mu_);
     ep_ready_.store(false, std::memory_order_release);

@@ -105,7 +105,6 @@ std::vector<OfiQp*> live;
 
 std::mutex attention_mu;
 std::vector<OfiQp*> attention;
-std::atomic<std::size_t> attention_size{0};
 
 template <class T>
 void erase_value(std::vector<T*>& v, const T* p) {
@@ -113,6 +112,8 @@ void erase_value(std::vector<T*>& v, const T* p) {
 }
 
 }  // namespace
+
+std::atomic<std::size_t> attention_size{0};
 
 void add_live(OfiQp* qp) {
     std::lock_guard lock(live_mu);
@@ -167,7 +168,6 @@ void drop_attention(OfiQp* qp) {
     attention_size.store(attention.size(), std::memory_order_release);
 }
 
-bool attention_pending() noexcept { return attention_size.load(std::memory_order_relaxed) != 0; }
 
 // QP locks are only ever tried here: a poster holds its QP's lock while it asks for attention.
 void drive_all(bool try_only) noexcept {

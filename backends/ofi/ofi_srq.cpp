@@ -87,6 +87,7 @@ void OfiCq::add_srq_reader(OfiQp* qp) {
     if (srq_done_.capacity() < want) srq_done_.reserve(want);
     srq_readers_.reserve(srq_readers_.size() + 1);
     srq_readers_.push_back(qp);
+    detours_.fetch_or(detour_srq, std::memory_order_release);
     srq_readers_n_.fetch_add(1, std::memory_order_acq_rel);
     if (!srq_wakes(*qp)) srq_unwoken_.fetch_add(1, std::memory_order_acq_rel);
 }
