@@ -591,14 +591,16 @@ private:
     std::atomic<Ring*> inbox_{nullptr};
     std::array<fi_cq_data_entry, 32> entries_{};
 
-    // Reasons for poll() to leave its empty-poll path for poll_here(), which never go away: fd() mode (an
-    // empty poll re-arms the descriptor) and readers of a shared receive queue (delivered beside the rings).
+    // Reasons for poll() to leave its empty-poll path for poll_here(): fd() mode (an empty poll re-arms the
+    // descriptor) and readers of a shared receive queue (delivered beside the rings), which stay once set,
+    // and a peer loss for the consumer to handle (set by the service thread, cleared by handle_losses).
     static constexpr std::uint8_t detour_fd = 1;
     static constexpr std::uint8_t detour_srq = 2;
+    static constexpr std::uint8_t detour_loss = 4;
     std::atomic<std::uint8_t> detours_{0};
+    bool loss_pending() const noexcept { return (detours_.load(std::memory_order_relaxed) & detour_loss) != 0; }
     std::atomic<bool> fd_mode_{false};    // fd() was called: empty polls re-arm the descriptor
     std::atomic<bool> signaled_{false};   // event_fd_ holds a count
-    std::atomic<bool> loss_pending_{false};
     std::atomic<std::uint32_t> local_links_{0};
     std::atomic<std::uint32_t> waiters_{0};  // threads in wait()
     std::atomic<bool> dozing_{false};        // a wait() sleeps on event_fd_ / nudge_fd_ until nudged

@@ -840,7 +840,7 @@ void OfiCq::kick_local_peers() noexcept {
 
 // The consumer's own walk: no lock (see KickLink), so it neither waits for nor skips a round of the service
 // thread's.
-void OfiCq::kick_waited_peers() noexcept {
+inline void OfiCq::kick_waited_peers() noexcept {
     for (KickLink* l = kicks_.load(std::memory_order_acquire); l != nullptr; l = l->next.load(std::memory_order_acquire)) {
         if (l->qp->outstanding()) l->qp->kick_local_peer();
     }
@@ -925,16 +925,16 @@ void OfiCq::wake() noexcept {
 }
 
 void OfiCq::peer_lost() noexcept {
-    loss_pending_.store(true, std::memory_order_release);
+    detours_.fetch_or(detour_loss, std::memory_order_release);
     wake();
 }
 
 // The consumer's part of a peer's loss (see OfiQp::handle_loss): after this poll read the provider's entries.
 void OfiCq::handle_losses() noexcept {
-    if (!loss_pending_.exchange(false, std::memory_order_acq_rel)) return;
+    if ((detours_.fetch_and(static_cast<std::uint8_t>(~detour_loss), std::memory_order_acq_rel) & detour_loss) == 0) return;
     std::unique_lock lock(bound_mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
-        loss_pending_.store(true, std::memory_order_release);
+        detours_.fetch_or(detour_loss, std::memory_order_release);
         return;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -942,7 +942,7 @@ void OfiCq::handle_losses() noexcept {
     for (OfiQp* qp : bound_) {
         if (qp->send_cq_.get() == this && qp->lost() && !qp->handle_loss(now)) again = true;
     }
-    if (again) loss_pending_.store(true, std::memory_order_release);
+    if (again) detours_.fetch_or(detour_loss, std::memory_order_release);
 }
 
 void OfiCq::notify(Ring& ring) noexcept {
@@ -1167,7 +1167,7 @@ std::size_t OfiCq::poll_here(std::span<Completion> out, ssize_t first) noexcept 
     std::size_t n = deliver(out, 0);
     // Entries poll() has read already are absorbed even when `out` is full.
     if ((first != unread || n < out.size()) && pump(first) > 0) n = deliver(out, n);
-    if (loss_pending_.load(std::memory_order_relaxed)) {
+    if (loss_pending()) {
         handle_losses();
         if (n < out.size()) {
             take_inbox();
@@ -1192,7 +1192,7 @@ std::size_t OfiCq::poll_here(std::span<Completion> out, ssize_t first) noexcept 
 // goes on in poll_here(), which then starts from the entries this read got.
 std::size_t OfiCq::poll(std::span<Completion> out) noexcept {
     if (ready_head_ != nullptr || inbox_.load(std::memory_order_relaxed) != nullptr ||
-        detours_.load(std::memory_order_relaxed) != 0 || loss_pending_.load(std::memory_order_relaxed)) {
+        detours_.load(std::memory_order_relaxed) != 0) {
         return poll_here(out);
     }
     const ssize_t got = fi_cq_read(cq_.get(), entries_.data(), entries_.size());
@@ -1210,7 +1210,7 @@ bool OfiCq::wait_step() noexcept {
         return true;
     }
     pump();
-    if (loss_pending_.load(std::memory_order_relaxed)) handle_losses();
+    if (loss_pending()) handle_losses();
     if (registry::attention_pending()) registry::drive_all(true);
     if (deliverable()) return true;
     kick_waited_peers();
@@ -1236,7 +1236,7 @@ bool OfiCq::wait(std::chrono::nanoseconds timeout) {
         const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now);
         // Short slices only while this thread's kicks may be needed (a peer in this process has work) or
         // a QP needs driving; otherwise the provider's descriptor wakes us.
-        const bool busy = registry::attention_pending() || loss_pending_.load(std::memory_order_relaxed) ||
+        const bool busy = registry::attention_pending() || loss_pending() ||
                           local_peer_outstanding() || srq_unwoken_.load(std::memory_order_relaxed) != 0;
         std::chrono::nanoseconds slice = std::min(left, pause);
         if (wait_fd_ >= 0 && !busy) slice = left;
