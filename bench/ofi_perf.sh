@@ -36,8 +36,13 @@ weft() {  # provider test sizes iters -> JSON in $tmp/weft
   # that (docs/backends/ofi.md); raw libfabric has no such check either, so the comparison is like for like.
   local config="ofi:provider=$1"
   [ "$1" = shm ] && config="$config,unchecked_rma=on"
+  # Bandwidth: every write signaled (-Q 1), as the anchor's: it refills its window on each completion, where
+  # weft-perf's default of one signaled write in 100 refills it only every 100th, leaving 28 of 128 writes
+  # in flight between (rxm at 64 KiB: about 0.7x the anchor so; docs/performance.md).
+  local signal=()
+  [ "$2" = bw ] && signal=(-Q 1)
   WEFT_PERF_TIMEOUT=120 "$here/../tools/perf/two-process.sh" "$bin/weft-perf" "$config" \
-    -o write -T "$2" --sizes "$3" -n "$4" --json --no-progress >"$tmp/weft" 2>/dev/null
+    -o write -T "$2" --sizes "$3" -n "$4" "${signal[@]}" --json --no-progress >"$tmp/weft" 2>/dev/null
 }
 
 value() {  # file size key
