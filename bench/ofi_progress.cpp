@@ -1,6 +1,7 @@
 // The ofi backend's progress cost beside raw libfabric, in one run:
 //   - an empty poll: raw fi_cq_read on an idle CQ of the same provider, and weft's CompletionQueue::poll with
-//     1 and with 64 CQs in the process (each CQ serves one QP of a connected pair, nothing in flight);
+//     2 and with 64 CQs in the process (each CQ serves one QP of a connected pair, nothing in flight), in
+//     alternating rounds: each ratio is the median of the rounds' ratios, each time the median of its rounds;
 //   - CPU used while the program waits with nothing to do on 64 CQs: blocked in epoll on their fd()s, and in
 //     CompletionQueue::wait on one of them (process CPU time over wall time, every thread counted).
 // usage: weft-bench-ofi-progress CONFIG   (e.g. ofi:provider=shm; default ofi:provider=tcp)
@@ -16,6 +17,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -44,52 +46,64 @@ double ns_per_call(F&& f, int iters) {
 }
 
 // Raw libfabric: an idle CQ of the provider the configuration names (its first fi_info with FI_MSG|FI_RMA),
-// with one endpoint bound.
-double raw_empty_poll(const std::string& provider, int iters) {
-    fi_info* hints = fi_allocinfo();
-    hints->caps = FI_MSG | FI_RMA;
-    hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
-    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    hints->fabric_attr->prov_name = strdup(provider.c_str());
-    fi_info* info = nullptr;
-    const char* node = provider.rfind("tcp", 0) == 0 || provider == "sockets" ? "127.0.0.1" : nullptr;
-    if (fi_getinfo(FI_VERSION(1, 17), node, nullptr, node ? FI_SOURCE : 0, hints, &info) != 0) {
-        fi_freeinfo(hints);
-        return -1;
-    }
-    fid_fabric* fabric = nullptr;
-    fid_domain* domain = nullptr;
-    fid_cq* cq = nullptr;
-    fid_ep* ep = nullptr;
-    fid_av* av = nullptr;
-    fi_cq_attr attr{};
-    attr.size = 256;
-    attr.format = FI_CQ_FORMAT_DATA;
-    double ns = -1;
-    if (fi_fabric(info->fabric_attr, &fabric, nullptr) == 0 && fi_domain(fabric, info, &domain, nullptr) == 0 &&
-        fi_cq_open(domain, &attr, &cq, nullptr) == 0) {
+// with one endpoint bound, open while the measurement runs.
+class RawCq {
+public:
+    explicit RawCq(const std::string& provider) {
+        hints_ = fi_allocinfo();
+        hints_->caps = FI_MSG | FI_RMA;
+        hints_->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
+        hints_->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+        hints_->fabric_attr->prov_name = strdup(provider.c_str());
+        const char* node = provider.rfind("tcp", 0) == 0 || provider == "sockets" ? "127.0.0.1" : nullptr;
+        if (fi_getinfo(FI_VERSION(1, 17), node, nullptr, node ? FI_SOURCE : 0, hints_, &info_) != 0) return;
+        fi_cq_attr attr{};
+        attr.size = 256;
+        attr.format = FI_CQ_FORMAT_DATA;
+        if (fi_fabric(info_->fabric_attr, &fabric_, nullptr) != 0 || fi_domain(fabric_, info_, &domain_, nullptr) != 0 ||
+            fi_cq_open(domain_, &attr, &cq_, nullptr) != 0) {
+            return;
+        }
         // With an endpoint bound and enabled, as weft's CQs have (RDM: with its address vector; MSG: not
         // connected, which leaves the connection's socket out of tcp's progress).
-        if (fi_endpoint(domain, info, &ep, nullptr) == 0) {
-            fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV);
-            if (info->ep_attr->type == FI_EP_RDM) {
+        if (fi_endpoint(domain_, info_, &ep_, nullptr) == 0) {
+            fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
+            if (info_->ep_attr->type == FI_EP_RDM) {
                 fi_av_attr av_attr{};
                 av_attr.type = FI_AV_UNSPEC;
-                if (fi_av_open(domain, &av_attr, &av, nullptr) == 0) fi_ep_bind(ep, &av->fid, 0);
+                if (fi_av_open(domain_, &av_attr, &av_, nullptr) == 0) fi_ep_bind(ep_, &av_->fid, 0);
             }
-            if (info->ep_attr->type != FI_EP_MSG) fi_enable(ep);
+            if (info_->ep_attr->type != FI_EP_MSG) fi_enable(ep_);
         }
-        fi_cq_data_entry e[16];
-        ns = ns_per_call([&] { (void)fi_cq_read(cq, e, 16); }, iters);
     }
-    if (ep) fi_close(&ep->fid);
-    if (av) fi_close(&av->fid);
-    if (cq) fi_close(&cq->fid);
-    if (domain) fi_close(&domain->fid);
-    if (fabric) fi_close(&fabric->fid);
-    fi_freeinfo(info);
-    fi_freeinfo(hints);
-    return ns;
+    RawCq(const RawCq&) = delete;
+    RawCq& operator=(const RawCq&) = delete;
+    ~RawCq() {
+        if (ep_) fi_close(&ep_->fid);
+        if (av_) fi_close(&av_->fid);
+        if (cq_) fi_close(&cq_->fid);
+        if (domain_) fi_close(&domain_->fid);
+        if (fabric_) fi_close(&fabric_->fid);
+        if (info_) fi_freeinfo(info_);
+        fi_freeinfo(hints_);
+    }
+    bool ok() const { return cq_ != nullptr; }
+    void poll() { (void)fi_cq_read(cq_, e_, 16); }
+
+private:
+    fi_info* hints_ = nullptr;
+    fi_info* info_ = nullptr;
+    fid_fabric* fabric_ = nullptr;
+    fid_domain* domain_ = nullptr;
+    fid_cq* cq_ = nullptr;
+    fid_ep* ep_ = nullptr;
+    fid_av* av_ = nullptr;
+    fi_cq_data_entry e_[16];
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
 }
 
 struct Pairs {
@@ -117,11 +131,34 @@ struct Pairs {
     }
 };
 
-double weft_empty_poll(const std::string& config, int ncq, int iters) {
+struct EmptyPoll {
+    double raw = -1;    // ns, median of the rounds
+    double weft = -1;   // ns, median of the rounds
+    double ratio = -1;  // median of the rounds' weft / raw
+};
+
+// weft's empty poll on the first of `ncq` CQs beside raw fi_cq_read, in alternating rounds of `per_round`
+// calls each, so that a slow spell of a loaded host falls on both sides of a round's ratio.
+EmptyPoll empty_poll(RawCq& raw, const std::string& config, int ncq, int rounds, int per_round) {
     Pairs p(config, ncq);
     weft::Completion wc[16];
     auto& cq = p.cqs.front();
-    return ns_per_call([&] { (void)cq.poll(wc); }, iters);
+    std::vector<double> r, w, q;
+    for (int i = 0; i < rounds; ++i) {
+        const double b = ns_per_call([&] { (void)cq.poll(wc); }, per_round);
+        w.push_back(b);
+        if (!raw.ok()) continue;
+        const double a = ns_per_call([&] { raw.poll(); }, per_round);
+        r.push_back(a);
+        q.push_back(b / a);
+    }
+    EmptyPoll out;
+    out.weft = median(w);
+    if (!r.empty()) {
+        out.raw = median(r);
+        out.ratio = median(q);
+    }
+    return out;
 }
 
 // Percent of one core the process uses over `seconds` while blocked on the 64 CQs' descriptors.
@@ -173,14 +210,16 @@ int main(int argc, char** argv) {
                                                                                      : config.find(',', at) - at - 9);
     }
     try {
-        const int iters = 200000;
+        // 40 rounds of 5000 calls a side: 200,000 calls each, as one run of each side before.
+        const int rounds = 40, per_round = 5000;
         std::printf("%s\n", config.c_str());
-        const double raw = raw_empty_poll(provider, iters);
-        std::printf("  empty poll, raw fi_cq_read (%s):  %8.1f ns\n", provider.c_str(), raw);
-        const double two = weft_empty_poll(config, 2, iters);
-        std::printf("  empty poll, weft, 2 CQs (1 pair):  %8.1f ns  (%.2fx raw)\n", two, two / raw);
-        const double many = weft_empty_poll(config, 64, iters);
-        std::printf("  empty poll, weft, 64 CQs:          %8.1f ns  (%.2fx raw; target <= 2x)\n", many, many / raw);
+        RawCq raw(provider);
+        const EmptyPoll two = empty_poll(raw, config, 2, rounds, per_round);
+        const EmptyPoll many = empty_poll(raw, config, 64, rounds, per_round);
+        std::printf("  empty poll, raw fi_cq_read (%s):  %8.1f ns  (%.1f ns in the 2-CQ rounds)\n", provider.c_str(),
+                    many.raw, two.raw);
+        std::printf("  empty poll, weft, 2 CQs (1 pair):  %8.1f ns  (%.2fx raw)\n", two.weft, two.ratio);
+        std::printf("  empty poll, weft, 64 CQs:          %8.1f ns  (%.2fx raw; target <= 2x)\n", many.weft, many.ratio);
         std::printf("  idle CPU, epoll on 64 fd()s, 2 s:  %8.1f %% of a core\n", idle_cpu_fd(config, 2.0));
         std::printf("  idle CPU, wait() on 1 of 64, 2 s:  %8.1f %% of a core\n", idle_cpu_wait(config, 2.0));
     } catch (const std::exception& e) {
