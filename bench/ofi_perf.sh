@@ -2,19 +2,19 @@
 # Prints weft-perf on the ofi backend beside raw libfabric (weft-bench-fi-anchor: the same fi_info, the same
 # operations, memory layout and timing) on each host provider over loopback, measured in the same run, two
 # processes each, every row with its ratio: RDMA write latency (one way, median) at 64 bytes and 4 KiB, and
-# write bandwidth at 64 KiB and 1 MiB, each the median of several alternating passes. Targets (docs/performance.md): weft <= 1.05x raw libfabric's latency
-# and >= 0.95x its bandwidth.
+# write bandwidth at 64 KiB and 1 MiB, each the median of several alternating passes. Targets
+# (docs/performance.md): weft <= 1.05x raw libfabric's latency and >= 0.95x its bandwidth.
 #   bench/ofi_perf.sh BUILD_DIR [OUT_DIR]     # OUT_DIR: keep every run's JSON there (for tools/perf/plot.py)
 set -uo pipefail
 bin=$1/bin
 out=${2:-}
 here=$(dirname "$0")
-# Loopback figures on a shared host drift by tens of percent within a minute: rather than one long run
-# each, `passes` shorter ones alternate the two programs, and each row is the median of the passes'
-# ratios (WEFT_OFI_PERF_PASSES; about as many round trips and writes in all as one run of 1,000 and 2,000).
+# Loopback figures on a shared host drift by tens of percent within a minute: `passes` runs alternate the
+# two programs, and each row is the median of the passes' ratios (WEFT_OFI_PERF_PASSES). A pass is 1,000
+# round trips and 2,000 writes: well under a second each, the processes' start-up is most of its time.
 passes=${WEFT_OFI_PERF_PASSES:-3}
-lat_iters=$((1000 / passes))
-bw_iters=$((2000 / passes))
+lat_iters=1000
+bw_iters=2000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
