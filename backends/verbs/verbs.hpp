@@ -9,6 +9,7 @@
 #pragma once
 
 #include <weft/backend.hpp>
+#include <weft/detail/slot_ring.hpp>
 #include <weft/error.hpp>
 
 #include <infiniband/verbs.h>
@@ -162,18 +163,17 @@ void index_opcodes(Device& dev) noexcept;
 //
 // One thread posts, one thread polls the CQ; they may be different threads. Each writes its own counter and
 // reads the other's (a single-producer, single-consumer ring: no read-modify-write on the data path).
-struct WorkQueue {
+// The cursors are the shared ring's (weft/detail/slot_ring.hpp): `posted`, written by the poster and published
+// before the provider sees the requests, and `retired`, written by the poller (requests completed, or covered
+// by a later send completion), each on a line of its own. The provider flushes a queue in error itself, so
+// the ring's flush cursor is not used.
+struct WorkQueue : detail::SlotRing<std::uint32_t, detail::RingSync::shared> {
     // A slot's tail: the last word of the Completion a success reports, status 0 and the opcode as the
     // completion reports it (send or write for the *_with_imm ones) in bits 15..8.
     static constexpr std::uint32_t tail_of(Opcode completion) noexcept {
         return static_cast<std::uint32_t>(completion) << 8;
     }
     static constexpr Opcode opcode_of(std::uint32_t tail) noexcept { return static_cast<Opcode>(tail >> 8); }
-
-    // Written by the poster: requests posted so far. Published before the provider sees them.
-    alignas(64) std::atomic<std::uint32_t> posted{0};
-    // Written by the poller: requests retired so far (completed, or covered by a later send completion).
-    alignas(64) std::atomic<std::uint32_t> retired{0};
 
     // The slots, as two arrays (a poll finds both of a slot's words from its index, without a multiply): the
     // user's id and the tail. A receive queue has no tails: a receive's is always tail_of(Opcode::recv).
@@ -192,10 +192,12 @@ struct WorkQueue {
     // QPs using it: poll hands its completions to it (VerbsSrq::complete) instead of using the ring above.
     VerbsSrq* srq = nullptr;
 
-    // Poster side, `head` being posted.load(): how many more requests fit.
+    // Poster side, `head` being head(): how many more requests fit.
     std::uint32_t free_slots(std::uint32_t head) const noexcept {
-        return capacity.load(std::memory_order_relaxed) - (head - retired.load(std::memory_order_acquire));
+        return SlotRing::free_slots(capacity.load(std::memory_order_relaxed), head);
     }
+    // The slot of position `pos` in ids and tails.
+    std::size_t at(std::uint32_t pos) const noexcept { return slot(pos, ring_mask); }
 };
 
 // wr_id layout: bits 63..48 generation, 47..32 QueueTable index, 31..0 slot (a queue position; for a shared

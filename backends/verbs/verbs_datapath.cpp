@@ -204,7 +204,7 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     const std::size_t n = batch.size();
     // One comparison refuses an empty batch, one that does not fit, and any before the QP is connected (the
     // send queue's capacity is 0 until then); post_send_refused tells them apart.
-    const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
+    const std::uint32_t head = sq_.head();
     if (n - 1 >= sq_.free_slots(head)) [[unlikely]] return post_send_refused(n);
     // Common requests are checked and built here; a batch with any other goes to post_send_general, which
     // checks every request exactly. Nothing is posted before the whole batch is checked, and what was built
@@ -242,7 +242,7 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
         return post_send_general(batch);
     }
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
-    sq_.posted.store(static_cast<std::uint32_t>(wr_id), std::memory_order_release);
+    sq_.publish(static_cast<std::uint32_t>(wr_id));
     ibv_send_wr& last = wr[-1];
     last.next = nullptr;
     ibv_send_wr* bad = nullptr;
@@ -253,24 +253,24 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
 }
 
 PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
-    const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
+    const std::uint32_t head = sq_.head();
     if (sq_.free_slots(head) == 0) [[unlikely]] return post_send_refused(1);
     // Built in one_wr_, whose next, sg_list and num_sge never change: nothing to cut and restore around the
     // provider call.
     const auto put_slot = [&](std::uint64_t id, std::uint32_t tail) noexcept {
-        sq_.ids[head & sq_.ring_mask] = id;
-        sq_.tails[head & sq_.ring_mask] = tail;
+        sq_.ids[sq_.at(head)] = id;
+        sq_.tails[sq_.at(head)] = tail;
     };
     if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, one_sge_, put_slot))
         [[unlikely]] {
         return post_send_general(std::span(&r, 1));
     }
-    sq_.posted.store(head + 1, std::memory_order_release);
+    sq_.publish(head + 1);
     // The provider stops at the first request it refuses: here the only one, so none was posted, and where it
     // stopped (written to one_bad_, never read) tells nothing. Only this thread writes `posted`: head is
     // read back from it on that path, so that nothing but `this` stays live across the call.
     if (::ibv_post_send(handle_, &one_wr_, &one_bad_) != 0) [[unlikely]] {
-        return send_refused_by_provider(sq_.posted.load(std::memory_order_relaxed) - 1, nullptr);
+        return send_refused_by_provider(sq_.head() - 1, nullptr);
     }
     return PostStatus::ok();
 }
@@ -294,7 +294,7 @@ PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexce
             return PostStatus::invalid(i, "more segments than the device allows in a read (max_sge_rd)");
         }
     }
-    const std::uint32_t head = sq_.posted.load(std::memory_order_relaxed);
+    const std::uint32_t head = sq_.head();
     std::uint32_t pos = head;
     ibv_send_wr* wr = send_wrs_.get();
     for (const SendRequest& r : batch) {
@@ -315,8 +315,8 @@ PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexce
             wr->wr.rdma.remote_addr = r.remote_addr;
             wr->wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);
         }
-        sq_.ids[pos & sq_.ring_mask] = r.id;
-        sq_.tails[pos & sq_.ring_mask] = WorkQueue::tail_of(info.completion);
+        sq_.ids[sq_.at(pos)] = r.id;
+        sq_.tails[sq_.at(pos)] = WorkQueue::tail_of(info.completion);
         ++pos;
         ++wr;
     }
@@ -327,7 +327,7 @@ PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexce
 
 PostStatus VerbsQp::submit_send(std::uint32_t head, std::uint32_t end, ibv_send_wr* after) noexcept {
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
-    sq_.posted.store(end, std::memory_order_release);
+    sq_.publish(end);
     after[-1].next = nullptr;
     ibv_send_wr* bad = nullptr;
     const int rc = ::ibv_post_send(handle_, send_wrs_.get(), &bad);
@@ -340,7 +340,7 @@ PostStatus VerbsQp::send_refused_by_provider(std::uint32_t head, const ibv_send_
     // The provider refused a request weft's checks let through. Providers stop at the first bad request,
     // having queued the ones before it; account for those, and say so.
     const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - send_wrs_.get()) : 0u;
-    sq_.posted.store(head + posted, std::memory_order_release);
+    sq_.publish(head + posted);
     return PostStatus::invalid(posted, posted == 0 ? "the provider refused the request (ibv_post_send)"
                                                    : "the provider refused this request (ibv_post_send); the "
                                                      "requests before it in the batch were posted");
@@ -348,7 +348,7 @@ PostStatus VerbsQp::send_refused_by_provider(std::uint32_t head, const ibv_send_
 
 PostStatus VerbsQp::recv_refused_by_provider(std::uint32_t head, const ibv_recv_wr* bad) noexcept {
     const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - recv_wrs_.get()) : 0u;
-    rq_.posted.store(head + posted, std::memory_order_release);
+    rq_.publish(head + posted);
     return PostStatus::invalid(posted, posted == 0 ? "the provider refused the receive (ibv_post_recv)"
                                                    : "the provider refused this receive (ibv_post_recv); the "
                                                      "receives before it in the batch were posted");
@@ -357,7 +357,7 @@ PostStatus VerbsQp::recv_refused_by_provider(std::uint32_t head, const ibv_recv_
 PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     // The receive queue's capacity is set once the QP is in init, where it is from creation.
     const std::size_t n = batch.size();
-    const std::uint32_t head = rq_.posted.load(std::memory_order_relaxed);
+    const std::uint32_t head = rq_.head();
     // One comparison refuses an empty batch, one that does not fit, and any on a QP of a shared receive queue
     // (whose own queue has capacity 0); post_recv_refused tells them apart.
     if (n - 1 >= rq_.free_slots(head)) [[unlikely]] return post_recv_refused(n);
@@ -386,7 +386,7 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     if (!(n <= to_end ? build_run(end, first) : build_run(r + to_end, first) && build_run(end, 0))) [[unlikely]] {
         return post_recv_general(batch);
     }
-    rq_.posted.store(static_cast<std::uint32_t>(wr_id), std::memory_order_release);
+    rq_.publish(static_cast<std::uint32_t>(wr_id));
     ibv_recv_wr& last = wr[-1];
     last.next = nullptr;
     ibv_recv_wr* bad = nullptr;
@@ -407,7 +407,7 @@ PostStatus VerbsQp::post_recv_refused(std::size_t n) const noexcept {
 }
 
 PostStatus VerbsQp::post_recv_general(std::span<const RecvRequest> batch) noexcept {
-    const std::uint32_t head = rq_.posted.load(std::memory_order_relaxed);
+    const std::uint32_t head = rq_.head();
     const QpState before = state_.load(std::memory_order_relaxed);
     const std::uint32_t max_sge = caps.max_sge;
     ibv_recv_wr* const wrs = recv_wrs_.get();
@@ -427,12 +427,12 @@ PostStatus VerbsQp::post_recv_general(std::span<const RecvRequest> batch) noexce
         }
         wr->wr_id = rq_.tag | pos;
         wr->num_sge = static_cast<int>(r.num_sge);
-        rq_.ids[pos & rq_.ring_mask] = r.id;
+        rq_.ids[rq_.at(pos)] = r.id;
         ++pos;
         ++wr;
     }
     if (st) {
-        rq_.posted.store(pos, std::memory_order_release);
+        rq_.publish(pos);
         ibv_recv_wr& last = wr[-1];
         last.next = nullptr;
         ibv_recv_wr* bad = nullptr;
@@ -648,12 +648,12 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         tails = wq->tails.get();
         mask = wq->ring_mask;
         qp_num = wq->qp_num;
-        const std::uint32_t posted = wq->posted.load(std::memory_order_acquire);
+        const std::uint32_t posted = wq->posted_seen();
         last = posted - 1;
-        outstanding = posted - wq->retired.load(std::memory_order_relaxed);
+        outstanding = posted - wq->retired_seen();
         recv = wq->is_recv ? 1 : 0;
     };
-    const auto publish = [&]() noexcept { wq->retired.store(last + 1 - outstanding, std::memory_order_release); };
+    const auto publish = [&]() noexcept { wq->retire_to(last + 1 - outstanding); };
     if (key != 0) [[likely]] load();
     // Whether the completion at `w` is outstanding; if so it retires with every older one, and `posted` is
     // its slot is `at`. (Counted from the last position, the requests it leaves outstanding are those after it.)
@@ -766,12 +766,11 @@ std::size_t VerbsCq::took_one() noexcept {
         return took(1);
     }
     const auto pos = static_cast<std::uint32_t>(w.wr_id);
-    const std::uint32_t retired = wq->retired.load(std::memory_order_relaxed);
-    if (pos - retired >= wq->posted.load(std::memory_order_acquire) - retired) [[unlikely]] return took(1);
+    if (!wq->outstanding(pos)) [[unlikely]] return took(1);
     rearm_ = fd_mode_;
     const std::uint32_t at = pos & wq->ring_mask;
     put(out_.data(), wq->ids[at], w.byte_len, w.qp_num, wq->tails[at]);
-    wq->retired.store(pos + 1, std::memory_order_release);
+    wq->retire_through(pos);
     return 1;
 }
 

@@ -54,8 +54,7 @@ std::uint32_t start_psn(const Device& dev) {
 
 // `capacity` is what the provider granted; the queue takes requests once wq.capacity is set to it.
 void init_queue(WorkQueue& wq, std::uint32_t capacity, ibv_qp* qp, bool is_recv, std::atomic<QpState>* state) {
-    std::uint32_t ring = 1;
-    while (ring < capacity) ring <<= 1;
+    const std::uint32_t ring = WorkQueue::storage_for(capacity);
     wq.ids = std::make_unique<std::uint64_t[]>(ring);
     if (!is_recv) wq.tails = std::make_unique<std::uint32_t[]>(ring);
     wq.ring_mask = ring - 1;

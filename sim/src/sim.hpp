@@ -22,6 +22,7 @@
 #include "event_queue.hpp"
 
 #include <weft/backend.hpp>
+#include <weft/detail/slot_ring.hpp>
 #include <weft/sim/fabric.hpp>
 
 #include <algorithm>
@@ -540,6 +541,11 @@ private:
 /// A send-queue entry: the request as posted, with its own copy of the gather list. Everything a request
 /// reads and writes on its way fits one cache line, the entry's own; the operands only some opcodes carry
 /// live beside the ring (SqOperands), and a transmission's Event::base is derived (SimQp::tx_base).
+/// The cursors of a QP's send and receive rings (the backends' shared ring, weft/detail/slot_ring.hpp),
+/// moved only under the fabric lock: `posted`, `completed` (the flush cursor: the completion of every
+/// request before it is decided) and `retired` (a polled completion frees its slot and every earlier one).
+using QueueRing = weft::detail::SlotRing<std::uint64_t, weft::detail::RingSync::single>;
+
 struct alignas(64) SqEntry {
     std::uint64_t id = 0;
     std::uint64_t remote_addr = 0;
@@ -699,7 +705,7 @@ private:
     /// raises an affiliated asynchronous error, qp_fatal here (IBV_EVENT_QP_ACCESS_ERR, _REQ_ERR); rxe
     /// raises none (docs/simulator.md).
     void fail_responder(bool access) noexcept;
-    void flush_send_from(std::uint64_t first) noexcept;
+    void flush_send() noexcept;
     void flush_recv() noexcept;
     void emit_send(std::uint64_t i, WcStatus status) noexcept;
     void report_source_changed(std::uint64_t i);
@@ -714,16 +720,16 @@ private:
     /// Whether a receive is posted for the next message: one the program's post has taken effect for (one
     /// this QP took from its shared receive queue earlier and kept, or the queue's oldest).
     bool receive_ready() const noexcept {
-        if (rq_consumed_ < rq_posted_) return rq_at(rq_consumed_).ready_at <= fabric_.now;
-        return srq_ && rq_posted_ - rq_released_ < rq_.size() && srq_->ready(fabric_.now);
+        if (rq_ring_.completed < rq_ring_.posted) return rq_at(rq_ring_.completed).ready_at <= fabric_.now;
+        return srq_ && rq_ring_.posted - rq_ring_.retired < rq_.size() && srq_->ready(fabric_.now);
     }
     /// Consumes the receive receive_ready() found; returns its index in the receive ring.
     std::uint64_t take_receive() noexcept {
-        if (rq_consumed_ == rq_posted_) {
-            const std::uint64_t i = rq_posted_++;
+        if (rq_ring_.completed == rq_ring_.posted) {
+            const std::uint64_t i = rq_ring_.posted++;
             srq_->take(rq_at(i), &rq_sge_[rq_slot(i) * rq_stride_]);
         }
-        return rq_consumed_++;
+        return rq_ring_.completed++;
     }
     /// Places packet `k` (in arrival order) of the inbound message; false when it failed (already handled).
     bool place_packet(std::uint32_t k) noexcept;
@@ -731,7 +737,7 @@ private:
     // A responder reads a requester's send-queue entry only then. A request flushed by the requester's
     // error never takes effect, and its slot, which the program may reuse at once, is never read.
     bool holds(std::uint64_t msn) const noexcept {
-        return state_ != QpState::error && msn >= sq_completed_ && msn < sq_posted_;
+        return state_ != QpState::error && msn >= sq_ring_.completed && msn < sq_ring_.posted;
     }
     /// Places whatever of the inbound message is left and completes it.
     void finish_inbound() noexcept;
@@ -775,14 +781,12 @@ private:
     std::shared_ptr<SimDomain> domain_;
     FabricState& fabric_;
 
-    // send queue: [sq_released, sq_completed) done but not yet polled, [sq_completed, sq_next_tx) on the
-    // wire, [sq_next_tx, sq_posted) waiting to be transmitted
+    // send queue: [retired, completed) done but not yet polled, [completed, sq_next_tx) on the wire,
+    // [sq_next_tx, posted) waiting to be transmitted
     std::vector<SqEntry> sq_;
     std::vector<LocalSegment> sq_sge_;
-    std::uint64_t sq_posted_ = 0;
+    QueueRing sq_ring_;
     std::uint64_t sq_next_tx_ = 0;
-    std::uint64_t sq_completed_ = 0;
-    std::uint64_t sq_released_ = 0;
     std::uint64_t tx_stop_ = UINT64_MAX;  ///< an entry that failed its local check: transmit none from it on
     std::uint64_t cumulative_done_ = 0;  ///< sends/writes below it were marked done by a cumulative ACK
     std::uint64_t last_progress_ = 0;
@@ -862,16 +866,14 @@ private:
         std::uint64_t msn = 0;
     } deferred_;
 
-    // receive queue: [rq_released, rq_consumed) consumed but not yet polled, [rq_consumed, rq_posted) free.
+    // receive queue: [retired, completed) consumed but not yet polled, [completed, posted) posted and free.
     // With a shared receive queue, the few receives taken from it and not yet completed: a completion
     // releases its entry at once.
     std::shared_ptr<SimSrq> srq_;
     std::uint32_t rq_stride_ = 1;  ///< segments per receive entry
     std::vector<RqEntry> rq_;
     std::vector<LocalSegment> rq_sge_;
-    std::uint64_t rq_posted_ = 0;
-    std::uint64_t rq_consumed_ = 0;
-    std::uint64_t rq_released_ = 0;
+    QueueRing rq_ring_;
 
     // The staged packets (see stage_msn_ above).
     struct Staged {

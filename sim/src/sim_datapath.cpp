@@ -254,13 +254,13 @@ PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
         return PostStatus::not_connected("the QP is not connected; call connect() before posting sends");
     }
     if (auto st = weft::detail::validate_send_batch(batch, caps, domain_->caps); !st) return st;
-    if (sq_posted_ - sq_released_ + batch.size() > caps.max_send) return PostStatus::queue_full();
+    if (batch.size() > sq_ring_.free_slots(caps.max_send, sq_ring_.posted)) return PostStatus::queue_full();
 
-    const std::uint64_t first = sq_posted_;
+    const std::uint64_t first = sq_ring_.posted;
     // The entries about to be written: their lines are asked for at once, not one store stall at a time.
     for (std::size_t k = 0; k < batch.size() && k < 16; ++k) __builtin_prefetch(&sq_at(first + k), 1);
     for (const SendRequest& r : batch) {
-        const std::uint64_t i = sq_posted_++;
+        const std::uint64_t i = sq_ring_.posted++;
         SqEntry& e = sq_at(i);
         e.id = r.id;
         e.remote_addr = r.remote_addr;
@@ -301,7 +301,7 @@ PostStatus SimQp::post_send(std::span<const SendRequest> batch) noexcept {
         }
     }
     if (state_ == QpState::error) {
-        flush_send_from(first);
+        flush_send();  // the flush cursor is at `first`: everything before was flushed when the QP went to error
     } else {
         transmit_pending();
     }
@@ -327,9 +327,9 @@ PostStatus SimQp::post_recv(std::span<const RecvRequest> batch) noexcept {
                                       "(SharedReceiveQueue::post_recv)");
     }
     if (auto st = weft::detail::validate_recv_batch(batch, caps); !st) return st;
-    if (rq_posted_ - rq_released_ + batch.size() > caps.max_recv) return PostStatus::queue_full();
+    if (batch.size() > rq_ring_.free_slots(caps.max_recv, rq_ring_.posted)) return PostStatus::queue_full();
     for (const RecvRequest& r : batch) {
-        const std::uint64_t i = rq_posted_++;
+        const std::uint64_t i = rq_ring_.posted++;
         store_receive(rq_at(i), &rq_sge_[rq_slot(i) * rq_stride_], r, at);
     }
     if (state_ == QpState::error) flush_recv();
@@ -412,7 +412,7 @@ int SimQp::check_gather_again(std::uint64_t i) noexcept {
 void SimQp::transmit_pending() noexcept {
     if (state_ != QpState::rts || rnr_wait_) return;
     bool staged_source = false;  // a transmitted packet will read a program's source
-    while (sq_next_tx_ < sq_posted_ && sq_next_tx_ < tx_stop_) {
+    while (sq_next_tx_ < sq_ring_.posted && sq_next_tx_ < tx_stop_) {
         const std::uint64_t i = sq_next_tx_;
         SqEntry& e = sq_at(i);
         if (int why = check_local(i); why != segments_fine) {
@@ -427,7 +427,7 @@ void SimQp::transmit_pending() noexcept {
         }
         const bool payload = carries_payload(e.opcode);
         // A fenced request waits until every earlier read and atomic has completed.
-        if (has(e.flags, SendFlags::fence) && sq_completed_ < rd_atomic_end_) break;
+        if (has(e.flags, SendFlags::fence) && sq_ring_.completed < rd_atomic_end_) break;
         const std::uint64_t bytes = payload ? e.length : 0;
         // One link per node, in posting order across its QPs; or, with qp_paths, an engine and a path per
         // QP, so that a later message of another QP may arrive first (the IB spec orders one QP only).
@@ -437,7 +437,7 @@ void SimQp::transmit_pending() noexcept {
         // finds its previous start in tx_start instead, which the engine has passed.)
         const std::uint64_t start = std::max({fabric_.now, engine_free, e.tx_start});
         engine_free = start + fabric_.wire_ns(bytes);
-        if (sq_next_tx_ == sq_completed_) last_progress_ = start;  // the ACK timer starts as it leaves
+        if (sq_next_tx_ == sq_ring_.completed) last_progress_ = start;  // the ACK timer starts as it leaves
         if (!payload) rd_atomic_end_ = std::max(rd_atomic_end_, i + 1);
         Event ev;
         ev.kind = EventKind::deliver;
@@ -479,7 +479,7 @@ void SimQp::transmit_pending() noexcept {
 
 void SimQp::arm_timer() noexcept {
     const std::uint64_t tmo = ack_timeout_;
-    if (timer_armed_ || tmo == 0 || sq_next_tx_ <= sq_completed_) return;
+    if (timer_armed_ || tmo == 0 || sq_next_tx_ <= sq_ring_.completed) return;
     timer_armed_ = true;
     const std::uint64_t due = std::max(fabric_.now, last_progress_ + tmo);
     // One timer event per QP at most: an earlier one still pending fires first and re-arms for the rest,
@@ -497,7 +497,7 @@ void SimQp::arm_timer() noexcept {
 
 void SimQp::on_ack(const Event& e) noexcept {
     if (state_ != QpState::rts) return;
-    if (e.msn < sq_completed_ || e.msn >= sq_next_tx_) return;  // stale: already completed or rewound
+    if (e.msn < sq_ring_.completed || e.msn >= sq_next_tx_) return;  // stale: already completed or rewound
     if (e.status == sequence_nak) {
         // The responder expects message e.msn: something before what it saw was lost. Go back to it now.
         if (rnr_wait_) return;
@@ -511,7 +511,7 @@ void SimQp::on_ack(const Event& e) noexcept {
     if (e.status == WcStatus::success) {
         // Acknowledgements are cumulative for sends and writes: the responder executes in order, so every
         // earlier one succeeded (reads and atomics wait for their own response, which carries the data).
-        for (std::uint64_t k = std::max(sq_completed_, cumulative_done_); k < e.msn; ++k) {
+        for (std::uint64_t k = std::max(sq_ring_.completed, cumulative_done_); k < e.msn; ++k) {
             SqEntry& before = sq_at(k);
             if (!before.done && carries_payload(before.opcode)) {
                 before.done = true;
@@ -525,7 +525,7 @@ void SimQp::on_ack(const Event& e) noexcept {
         rnr_count_ = 0;
         retry_count_ = 0;
         complete_in_order();
-        if (sq_next_tx_ < sq_posted_) transmit_pending();  // a fenced request may go now
+        if (sq_next_tx_ < sq_ring_.posted) transmit_pending();  // a fenced request may go now
         return;
     }
     if (e.status == rnr_nak) {
@@ -565,31 +565,31 @@ void SimQp::on_timeout(const Event& e) noexcept {
     timer_pending_ = false;
     if (!timer_armed_) return;
     timer_armed_ = false;
-    if (state_ != QpState::rts || sq_next_tx_ <= sq_completed_) return;
+    if (state_ != QpState::rts || sq_next_tx_ <= sq_ring_.completed) return;
     const std::uint64_t tmo = ack_timeout_;
     if (fabric_.now < last_progress_ + tmo) {
         arm_timer();
         return;
     }
     if (retry_count_ >= options_.retry_cnt) {
-        SqEntry& w = sq_at(sq_completed_);
+        SqEntry& w = sq_at(sq_ring_.completed);
         w.done = true;
         w.status = WcStatus::transport_retry_exceeded;
         complete_in_order();
         return;
     }
     ++retry_count_;
-    sq_next_tx_ = sq_completed_;
+    sq_next_tx_ = sq_ring_.completed;
     last_progress_ = fabric_.now;
     transmit_pending();
 }
 
 void SimQp::complete_in_order() noexcept {
-    while (sq_completed_ < sq_posted_) {
-        const std::uint64_t i = sq_completed_;
+    while (sq_ring_.completed < sq_ring_.posted) {
+        const std::uint64_t i = sq_ring_.completed;
         const SqEntry& w = sq_at(i);
         if (!w.done) break;
-        ++sq_completed_;
+        ++sq_ring_.completed;
         if (w.status != WcStatus::success) {
             emit_send(i, w.status);
             enter_error();
@@ -597,8 +597,8 @@ void SimQp::complete_in_order() noexcept {
         }
         if (has(w.flags, SendFlags::signaled)) emit_send(i, WcStatus::success);
     }
-    sq_next_tx_ = std::max(sq_next_tx_, sq_completed_);
-    if (timer_armed_ && sq_next_tx_ == sq_completed_) {
+    sq_next_tx_ = std::max(sq_next_tx_, sq_ring_.completed);
+    if (timer_armed_ && sq_next_tx_ == sq_ring_.completed) {
         // Nothing on the wire: disarm the ACK timer (its pending event is skipped without advancing the
         // clock, unless the timer is armed again by then).
         timer_armed_ = false;
@@ -639,9 +639,9 @@ void SimQp::enter_error() noexcept {
     if (domain_->profile() == Profile::rxe) {
         // rxe flushes the receive queue before the send queue (docs/backends/verbs.md).
         flush_recv();
-        flush_send_from(sq_completed_);
+        flush_send();
     } else {
-        flush_send_from(sq_completed_);
+        flush_send();
         flush_recv();
     }
     // A QP on a shared receive queue takes no more of its receives: the spec's Last WQE Reached (Soft-RoCE
@@ -695,14 +695,12 @@ void SimQp::on_disconnect(const Event& e) noexcept {
     domain_->push_event({EventType::peer_disconnected, qp_num, 0, "peer disconnected"});
 }
 
-void SimQp::flush_send_from(std::uint64_t first) noexcept {
-    for (std::uint64_t i = first; i < sq_posted_; ++i) emit_send(i, WcStatus::flushed);
-    sq_completed_ = sq_next_tx_ = sq_posted_;
+void SimQp::flush_send() noexcept {
+    sq_next_tx_ = sq_ring_.flush([this](std::uint64_t i) noexcept { emit_send(i, WcStatus::flushed); });
 }
 
 void SimQp::flush_recv() noexcept {
-    for (std::uint64_t i = rq_consumed_; i < rq_posted_; ++i) emit_recv(i, WcStatus::flushed, Opcode::recv, 0, false, 0);
-    rq_consumed_ = rq_posted_;
+    rq_ring_.flush([this](std::uint64_t i) noexcept { emit_recv(i, WcStatus::flushed, Opcode::recv, 0, false, 0); });
 }
 
 void SimQp::emit_send(std::uint64_t i, WcStatus status) noexcept {
@@ -736,12 +734,12 @@ void SimQp::emit_recv(std::uint64_t i, WcStatus status, Opcode op, std::uint32_t
     e.wqe = i;
     e.send_queue = false;
     recv_cq_->push(e);
-    if (srq_) rq_released_ = i + 1;  // taken from the shared queue: nothing waits for the poll to free it
+    if (srq_) rq_ring_.retire_through(i);  // taken from the shared queue: nothing waits for the poll to free it
 }
 
 void SimQp::release(bool send_queue, std::uint64_t wqe) noexcept {
-    if (send_queue) sq_released_ = std::max(sq_released_, wqe + 1);
-    else rq_released_ = std::max(rq_released_, wqe + 1);
+    QueueRing& ring = send_queue ? sq_ring_ : rq_ring_;
+    if (wqe >= ring.retired) ring.retire_through(wqe);
 }
 
 // ---- responder
@@ -851,7 +849,7 @@ void SimQp::on_place(const Event& e) noexcept {
         ++fabric_.stats.dropped;
         inbound_.active = false;
         ++inbound_.gen;
-        if (inbound_.consumes_recv) --rq_consumed_;
+        if (inbound_.consumes_recv) --rq_ring_.completed;
         if (!nak_sent_) {
             nak_sent_ = true;
             send_ack(inbound_.requester, expected_msn_, sequence_nak, 0);
@@ -922,7 +920,7 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         // The requester vanished mid-message: what landed stays, the rest never comes.
         inbound_.active = false;
         ++inbound_.gen;
-        if (inbound_.consumes_recv) --rq_consumed_;
+        if (inbound_.consumes_recv) --rq_ring_.completed;
         return false;
     }
     if (!q->holds(msn)) {
@@ -930,7 +928,7 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         // and its slot is not read again.
         inbound_.active = false;
         ++inbound_.gen;
-        if (inbound_.consumes_recv) --rq_consumed_;
+        if (inbound_.consumes_recv) --rq_ring_.completed;
         return false;
     }
     const SqEntry& w = q->sq_at(msn);
@@ -950,7 +948,7 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         if (int why = q->check_gather(msn); why != segments_fine) {
             inbound_.active = false;
             ++inbound_.gen;
-            if (inbound_.consumes_recv) --rq_consumed_;
+            if (inbound_.consumes_recv) --rq_ring_.completed;
             send_ack(q->qp_num, msn, q->local_key_error(why), 0);
             return false;
         }
@@ -1032,7 +1030,7 @@ void SimQp::finish_inbound() noexcept {
     SimQp* q = fabric_.find_qp(inbound_.requester);
     if (!q) return;
     if (!q->holds(inbound_.msn)) {
-        if (inbound_.consumes_recv) --rq_consumed_;  // flushed by the requester: the receive stays posted
+        if (inbound_.consumes_recv) --rq_ring_.completed;  // flushed by the requester: the receive stays posted
         return;
     }
     const SqEntry& w = q->sq_at(inbound_.msn);
@@ -1261,7 +1259,7 @@ void SimQp::restage_from(std::uint64_t i) noexcept {
 }
 
 void SimQp::arm_staging() noexcept {
-    if (stage_msn_ < sq_completed_) stage_msn_ = sq_completed_, stage_k_ = 0;
+    if (stage_msn_ < sq_ring_.completed) stage_msn_ = sq_ring_.completed, stage_k_ = 0;
     if (stage_msn_ >= sq_next_tx_) return;
     // The cursor's packet, or an earlier time when it is not one that reads a source: stage_until skips on.
     const std::uint64_t due = sq_at(stage_msn_).tx_start + fabric_.wire_ns(std::uint64_t{stage_k_} * fabric_.params.mtu);
@@ -1272,10 +1270,10 @@ void SimQp::arm_staging() noexcept {
 
 std::uint64_t SimQp::stage_until(std::uint64_t t) noexcept {
     stage_due_ = UINT64_MAX;
-    if (stage_msn_ < sq_completed_) {
+    if (stage_msn_ < sq_ring_.completed) {
         // Completed meanwhile: what is left staged of those messages will not be placed.
-        while (staged_head_ != staged_tail_ && staged_[staged_head_ & (staged_.size() - 1)].msn < sq_completed_) pop_staged();
-        stage_msn_ = sq_completed_;
+        while (staged_head_ != staged_tail_ && staged_[staged_head_ & (staged_.size() - 1)].msn < sq_ring_.completed) pop_staged();
+        stage_msn_ = sq_ring_.completed;
         stage_k_ = 0;
     }
     // What the responder has taken in needs no staging; without a responder nothing lands.

@@ -53,9 +53,9 @@ SimQp::SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& set
 SimQp::~SimQp() {
     std::lock_guard lock(fabric_.mu);
     // A crashed node completes nothing: its program can only tear its QPs down with their sends in flight.
-    if (state_ == QpState::rts && sq_completed_ < sq_posted_ && !fabric_.node_crashed(domain_->node())) {
+    if (state_ == QpState::rts && sq_ring_.completed < sq_ring_.posted && !fabric_.node_crashed(domain_->node())) {
         fabric_.report_misuse("QP " + std::to_string(qp_num) + " was destroyed with " +
-                              std::to_string(sq_posted_ - sq_completed_) +
+                              std::to_string(sq_ring_.posted - sq_ring_.completed) +
                               " send request(s) still in flight; their completions are lost (poll until the "
                               "last signaled request completes, or move the QP to error first)");
     }
@@ -67,7 +67,7 @@ std::string SimQp::references(std::uint32_t lkey) const {
     auto uses = [&](std::span<const LocalSegment> segs) {
         return std::any_of(segs.begin(), segs.end(), [&](const LocalSegment& s) { return s.length && s.lkey == lkey; });
     };
-    for (std::uint64_t i = sq_completed_; i < sq_posted_; ++i) {
+    for (std::uint64_t i = sq_ring_.completed; i < sq_ring_.posted; ++i) {
         const SqEntry& e = sq_at(i);
         if (has(e.flags, SendFlags::inline_data) || !uses(sq_sges(i))) continue;
         out += " send request id=" + std::to_string(e.id) + " (" + std::string(to_string(e.opcode)) + ") on QP " +
