@@ -2,6 +2,7 @@
 #include "ofi_wire.hpp"
 
 #include <weft/detail/bytes.hpp>
+#include <weft/detail/wire.hpp>
 #include <weft/error.hpp>
 
 #include <arpa/inet.h>
@@ -18,9 +19,9 @@ constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byt
 constexpr std::array<char, 8> frame_magic{'w', 'e', 'f', 't', 'o', 'f', 'i', '2'};
 constexpr std::string_view shm_schemes[] = {"fi_shm://", "fi_ns://"};
 
-[[noreturn]] void bad_address(const std::string& why) {
-    throw Error(Errc::bad_descriptor, "peer address: " + why, backend_name, "QueuePair::connect");
-}
+constexpr detail::WireContext address_context{"peer address", backend_name, "QueuePair::connect"};
+
+[[noreturn]] void bad_address(const std::string& why) { detail::throw_bad_wire(address_context, why); }
 
 std::uint16_t family_of(std::span<const std::byte> name) noexcept {
     std::uint16_t f = 0;
@@ -67,35 +68,30 @@ std::vector<std::byte> encode_address(const PeerAddress& a) {
 }
 
 PeerAddress decode_address(std::span<const std::byte> b) {
-    if (b.size() < address_header + address_checksum) {
-        bad_address("expected at least " + std::to_string(address_header + address_checksum) + " bytes, got " +
-                    std::to_string(b.size()));
-    }
-    if (std::memcmp(b.data(), address_magic, 4) != 0) bad_address("not an ofi QP address (bad magic)");
-    if (static_cast<std::uint8_t>(b[4]) != address_version) {
-        bad_address("version " + std::to_string(static_cast<unsigned>(b[4])) + " is not supported (accepted: " +
-                    std::to_string(address_version) + ")");
-    }
-    std::size_t prov_len = static_cast<std::uint8_t>(b[7]);
-    std::size_t name_len = detail::get_le<std::uint16_t>(b.data() + 12);
+    detail::WireReader r(b, address_context);
+    r.expect_at_least(address_header + address_checksum);
+    r.expect_magic(address_magic, "not an ofi QP address (bad magic)");
+    r.expect_version(4, address_version);
+    const std::size_t prov_len = r.at<std::uint8_t>(7, "provider length");
+    const std::size_t name_len = r.at<std::uint16_t>(12, "name length");
     if (b.size() != address_header + prov_len + name_len + address_checksum) {
-        bad_address("length " + std::to_string(b.size()) + " does not match its header");
+        r.fail("length " + std::to_string(b.size()) + " does not match its header");
     }
     const std::size_t body = b.size() - address_checksum;
-    auto sum = detail::get_le<std::uint32_t>(b.data() + body);
-    if (sum != detail::fnv1a(b.data(), body)) bad_address("checksum mismatch: corrupted or truncated");
+    r.expect_checksum(body, "checksum mismatch: corrupted or truncated");
     PeerAddress p;
-    auto type = static_cast<std::uint8_t>(b[5]);
-    if (type != 1 && type != 2) bad_address("unknown endpoint type " + std::to_string(type));
+    const auto type = r.at<std::uint8_t>(5, "endpoint type");
+    if (type != 1 && type != 2) r.fail("unknown endpoint type " + std::to_string(type));
     p.ep_type = type == 1 ? FI_EP_MSG : FI_EP_RDM;
-    p.flags = static_cast<std::uint8_t>(b[6]);
-    p.addr_format = detail::get_le<std::uint32_t>(b.data() + 8);
-    p.liveness_port = detail::get_le<std::uint16_t>(b.data() + 14);
-    p.nonce = detail::get_le<std::uint64_t>(b.data() + 16);
-    const auto* prov = reinterpret_cast<const char*>(b.data() + address_header);
-    p.provider.assign(prov, prov_len);
-    p.name.assign(b.begin() + static_cast<std::ptrdiff_t>(address_header + prov_len),
-                  b.begin() + static_cast<std::ptrdiff_t>(body));
+    p.flags = r.at<std::uint8_t>(6, "flags");
+    p.addr_format = r.at<std::uint32_t>(8, "address format");
+    p.liveness_port = r.at<std::uint16_t>(14, "liveness port");
+    p.nonce = r.at<std::uint64_t>(16, "nonce");
+    r.take(address_header, "header");
+    const auto prov = r.take(prov_len, "provider");
+    p.provider.assign(reinterpret_cast<const char*>(prov.data()), prov.size());
+    const auto name = r.take(name_len, "endpoint name");
+    p.name.assign(name.begin(), name.end());
     return p;
 }
 

@@ -2,6 +2,7 @@
 #include "verbs_wire.hpp"
 
 #include <weft/detail/bytes.hpp>
+#include <weft/detail/wire.hpp>
 #include <weft/error.hpp>
 
 #include <algorithm>
@@ -21,9 +22,7 @@ constexpr char frame_magic(FrameKind kind) noexcept {
     return kind == FrameKind::address ? 'C' : kind == FrameKind::request ? 'Q' : 'R';
 }
 
-[[noreturn]] void bad_address(const std::string& why) {
-    throw Error(Errc::bad_descriptor, "malformed peer QP address: " + why, "verbs", "QueuePair::connect");
-}
+constexpr detail::WireContext address_context{"malformed peer QP address", "verbs", "QueuePair::connect"};
 
 std::string hex(std::uint32_t v) {
     static constexpr char digits[] = "0123456789abcdef";
@@ -43,69 +42,60 @@ std::string hex(std::uint32_t v) {
 
 std::array<std::byte, address_size> encode_address(const QpAddress& a) noexcept {
     std::array<std::byte, address_size> out{};
-    std::byte* p = out.data();
-    std::memcpy(p, address_magic, 4);
-    p[4] = std::byte{address_version};
-    p[5] = std::byte{a.has_gid ? flag_has_gid : std::uint8_t{0}};
-    p[6] = std::byte{a.port};
-    p[7] = static_cast<std::byte>(a.mtu);
-    std::memcpy(p + 8, a.gid.raw, 16);
-    detail::put_le<std::uint16_t>(p + 24, a.lid);
-    detail::put_le<std::uint32_t>(p + 28, a.qp_num);
-    detail::put_le<std::uint32_t>(p + 32, a.psn);
-    detail::put_le<std::uint32_t>(p + 36, detail::fnv1a(p, 36));
+    detail::WireWriter w(out);
+    w.bytes(address_magic);
+    w.u8(address_version);
+    w.u8(a.has_gid ? flag_has_gid : std::uint8_t{0});
+    w.u8(a.port);
+    w.u8(static_cast<std::uint8_t>(a.mtu));
+    w.bytes(std::as_bytes(std::span(a.gid.raw)));
+    w.put<std::uint16_t>(a.lid);
+    w.skip(2);
+    w.put<std::uint32_t>(a.qp_num);
+    w.put<std::uint32_t>(a.psn);
+    w.checksum();
     return out;
 }
 
 QpAddress decode_address(std::span<const std::byte> b) {
-    if (b.size() != address_size) {
-        bad_address("expected " + std::to_string(address_size) + " bytes, got " + std::to_string(b.size()) +
-                    (b.size() >= 4 && std::memcmp(b.data(), address_magic, 4) != 0
-                         ? " (not a verbs QP address: is it from another backend?)"
-                         : ""));
-    }
-    if (std::memcmp(b.data(), address_magic, 4) != 0) {
-        bad_address("bad magic: not a verbs QP address (is it from another backend?)");
-    }
-    if (auto v = static_cast<std::uint8_t>(b[4]); v != address_version) {
-        bad_address("version " + std::to_string(v) + " is not supported (accepted: " +
-                    std::to_string(address_version) + ")");
-    }
-    if (detail::get_le<std::uint32_t>(b.data() + 36) != detail::fnv1a(b.data(), 36)) {
-        bad_address("checksum mismatch: the address was corrupted or truncated in transit");
-    }
+    const detail::WireReader r(b, address_context);
+    const bool foreign = b.size() >= 4 && std::memcmp(b.data(), address_magic, 4) != 0;
+    r.expect_size(address_size, foreign ? " (not a verbs QP address: is it from another backend?)" : "");
+    r.expect_magic(address_magic, "bad magic: not a verbs QP address (is it from another backend?)");
+    r.expect_version(4, address_version);
+    r.expect_checksum(36, "checksum mismatch: the address was corrupted or truncated in transit");
     QpAddress a;
-    const auto flags = static_cast<std::uint8_t>(b[5]);
+    const auto flags = r.at<std::uint8_t>(5, "flags");
     if ((flags & ~flag_has_gid) != 0) {
-        bad_address("unknown flag bits " + hex(flags) + " (accepted: " + hex(flag_has_gid) + ", a GID is present)");
+        r.fail("unknown flag bits " + hex(flags) + " (accepted: " + hex(flag_has_gid) + ", a GID is present)");
     }
-    if (detail::get_le<std::uint16_t>(b.data() + 26) != 0) bad_address("reserved bytes are not zero");
+    r.expect_zero(26, 2);
     a.has_gid = (flags & flag_has_gid) != 0;
-    a.port = static_cast<std::uint8_t>(b[6]);
-    if (a.port == 0) bad_address("port 0 (ports are numbered from 1)");
-    const auto mtu = static_cast<std::uint8_t>(b[7]);
+    a.port = r.at<std::uint8_t>(6, "port");
+    if (a.port == 0) r.fail("port 0 (ports are numbered from 1)");
+    const auto mtu = r.at<std::uint8_t>(7, "MTU");
     if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
-        bad_address("MTU code " + std::to_string(mtu) + " is not one of 1..5 (256..4096 bytes)");
+        r.fail("MTU code " + std::to_string(mtu) + " is not one of 1..5 (256..4096 bytes)");
     }
     a.mtu = static_cast<ibv_mtu>(mtu);
-    std::memcpy(a.gid.raw, b.data() + 8, 16);
-    a.lid = detail::get_le<std::uint16_t>(b.data() + 24);
-    a.qp_num = detail::get_le<std::uint32_t>(b.data() + 28);
-    a.psn = detail::get_le<std::uint32_t>(b.data() + 32);
+    std::memcpy(a.gid.raw, r.span(8, 16, "GID").data(), 16);
+    a.lid = r.at<std::uint16_t>(24, "LID");
+    a.qp_num = r.at<std::uint32_t>(28, "QP number");
+    a.psn = r.at<std::uint32_t>(32, "PSN");
     if (a.qp_num > max_24bit || a.qp_num < 2) {
-        bad_address("QP number " + std::to_string(a.qp_num) + " is outside 2..16777215 (0 and 1 are the "
-                    "management QPs)");
+        r.fail("QP number " + std::to_string(a.qp_num) + " is outside 2..16777215 (0 and 1 are the "
+               "management QPs)");
     }
-    if (a.psn > max_24bit) bad_address("PSN " + std::to_string(a.psn) + " does not fit in 24 bits");
+    if (a.psn > max_24bit) r.fail("PSN " + std::to_string(a.psn) + " does not fit in 24 bits");
     if (a.has_gid) {
         if (std::all_of(std::begin(a.gid.raw), std::end(a.gid.raw), [](std::uint8_t x) { return x == 0; })) {
-            bad_address("the GID is all zeros: no port has it");
+            r.fail("the GID is all zeros: no port has it");
         }
-        if (a.gid.raw[0] == 0xff) bad_address("the GID is a multicast address: an RC peer has a unicast one");
+        if (a.gid.raw[0] == 0xff) r.fail("the GID is a multicast address: an RC peer has a unicast one");
     } else if (a.lid == 0) {
-        bad_address("neither a GID nor a LID: the peer cannot be addressed");
+        r.fail("neither a GID nor a LID: the peer cannot be addressed");
     } else if (a.lid > max_unicast_lid) {
-        bad_address("LID " + hex(a.lid) + " is not a unicast LID (accepted: 0x1..0xbfff)");
+        r.fail("LID " + hex(a.lid) + " is not a unicast LID (accepted: 0x1..0xbfff)");
     }
     return a;
 }

@@ -5,6 +5,7 @@
 //   8  address (u64)     16 length (u64)     24 rkey (u64)        32 FNV-1a of bytes 0..31 (u32)
 #include <weft/backend.hpp>
 #include <weft/detail/bytes.hpp>
+#include <weft/detail/wire.hpp>
 #include <weft/error.hpp>
 #include <weft/memory.hpp>
 
@@ -20,9 +21,7 @@ namespace {
 constexpr std::byte magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'R'}, std::byte{'R'}};
 constexpr std::uint8_t encoding_version = 1;
 
-[[noreturn]] void bad(std::string message) {
-    throw Error(Errc::bad_descriptor, std::move(message), {}, "RemoteRegion::decode");
-}
+constexpr detail::WireContext descriptor_context{{}, {}, "RemoteRegion::decode"};
 
 std::string hex(std::uint64_t v) {
     static constexpr char digits[] = "0123456789abcdef";
@@ -64,28 +63,22 @@ RemoteRegion::Encoded RemoteRegion::encode() const noexcept {
 }
 
 RemoteRegion RemoteRegion::decode(std::span<const std::byte> b) {
-    if (b.size() != encoded_size) {
-        bad("expected " + std::to_string(encoded_size) + " bytes, got " + std::to_string(b.size()));
-    }
-    if (std::memcmp(b.data(), magic, 4) != 0) bad("not a weft remote-region descriptor (bad magic)");
-    if (static_cast<std::uint8_t>(b[4]) != encoding_version) {
-        bad("descriptor version " + std::to_string(static_cast<unsigned>(b[4])) + " is not supported (accepted: " +
-            std::to_string(encoding_version) + ")");
-    }
-    auto kind = static_cast<std::uint8_t>(b[5]);
+    const detail::WireReader r(b, descriptor_context);
+    r.expect_size(encoded_size);
+    r.expect_magic(magic, "not a weft remote-region descriptor (bad magic)");
+    r.expect_version(4, encoding_version, "descriptor version");
+    const auto kind = r.at<std::uint8_t>(5, "backend kind");
     if (kind < 1 || kind > 3) {
-        bad("unknown backend kind " + std::to_string(kind) + " (accepted: 1 sim, 2 verbs, 3 ofi)");
+        r.fail("unknown backend kind " + std::to_string(kind) + " (accepted: 1 sim, 2 verbs, 3 ofi)");
     }
-    if (b[6] != std::byte{0} || b[7] != std::byte{0}) bad("reserved bytes are not zero");
-    if (detail::get_le<std::uint32_t>(b.data() + 32) != detail::fnv1a(b.data(), 32)) {
-        bad("checksum mismatch: the descriptor was corrupted or truncated");
-    }
-    std::uint64_t addr = detail::get_le<std::uint64_t>(b.data() + 8);
-    std::uint64_t length = detail::get_le<std::uint64_t>(b.data() + 16);
+    r.expect_zero(6, 2);
+    r.expect_checksum(32, "checksum mismatch: the descriptor was corrupted or truncated");
+    const auto addr = r.at<std::uint64_t>(8, "address");
+    const auto length = r.at<std::uint64_t>(16, "length");
     if (length > std::numeric_limits<std::uint64_t>::max() - addr) {
-        bad("address " + hex(addr) + " + length " + std::to_string(length) + " overflows");
+        r.fail("address " + hex(addr) + " + length " + std::to_string(length) + " overflows");
     }
-    return {addr, length, detail::get_le<std::uint64_t>(b.data() + 24), static_cast<BackendKind>(kind)};
+    return {addr, length, r.at<std::uint64_t>(24, "rkey"), static_cast<BackendKind>(kind)};
 }
 
 MemoryRegion::MemoryRegion() noexcept = default;

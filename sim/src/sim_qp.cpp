@@ -5,6 +5,7 @@
 #include "sim.hpp"
 
 #include <weft/detail/bytes.hpp>
+#include <weft/detail/wire.hpp>
 #include <weft/error.hpp>
 
 #include <algorithm>
@@ -17,9 +18,9 @@ namespace {
 constexpr std::size_t address_size = 24;
 constexpr std::byte address_magic[4] = {std::byte{'w'}, std::byte{'f'}, std::byte{'S'}, std::byte{'Q'}};
 
-[[noreturn]] void bad_address(const std::string& why) {
-    throw Error(Errc::bad_descriptor, why, "sim", "QueuePair::connect");
-}
+constexpr weft::detail::WireContext address_context{"malformed sim QP address", "sim", "QueuePair::connect"};
+
+[[noreturn]] void bad_address(const std::string& why) { weft::detail::throw_bad_wire(address_context, why); }
 
 }  // namespace
 
@@ -94,20 +95,17 @@ std::vector<std::byte> SimQp::address() const {
 }
 
 void SimQp::connect(std::span<const std::byte> peer) {
-    if (peer.size() != address_size) {
-        bad_address("a sim QP address has " + std::to_string(address_size) + " bytes, got " +
-                    std::to_string(peer.size()));
+    const weft::detail::WireReader r(peer, address_context);
+    r.expect_size(address_size);
+    r.expect_magic(address_magic, "not a sim QP address (bad magic); addresses of other backends do not mix");
+    r.expect_version(4, 1);
+    if (r.at<std::uint8_t>(5, "backend kind") != static_cast<std::uint8_t>(BackendKind::sim)) {
+        r.fail("backend kind " + std::to_string(r.at<std::uint8_t>(5, "backend kind")) + " is not the simulator's");
     }
-    if (std::memcmp(peer.data(), address_magic, 4) != 0) {
-        bad_address("not a sim QP address (bad magic); addresses of other backends do not mix");
-    }
-    if (peer[4] != std::byte{1}) bad_address("unsupported sim address version " + std::to_string(int(peer[4])));
-    if (peer[5] != static_cast<std::byte>(BackendKind::sim) || peer[6] != std::byte{0} || peer[7] != std::byte{0}) {
-        bad_address("malformed sim QP address header");
-    }
-    auto fabric_id = weft::detail::get_le<std::uint64_t>(peer.data() + 8);
-    auto peer_node = weft::detail::get_le<std::uint32_t>(peer.data() + 16);
-    auto peer_qpn = weft::detail::get_le<std::uint32_t>(peer.data() + 20);
+    r.expect_zero(6, 2);
+    const auto fabric_id = r.at<std::uint64_t>(8, "fabric id");
+    const auto peer_node = r.at<std::uint32_t>(16, "node");
+    const auto peer_qpn = r.at<std::uint32_t>(20, "QP number");
 
     std::lock_guard lock(fabric_.mu);
     if (fabric_id != fabric_.id) {
