@@ -16,6 +16,7 @@
 #include "ofi_wire.hpp"
 
 #include <weft/backend.hpp>
+#include <weft/detail/errors.hpp>
 #include <weft/error.hpp>
 
 #include <rdma/fabric.h>
@@ -67,10 +68,12 @@ struct InfoFree {
 using InfoPtr = std::unique_ptr<fi_info, InfoFree>;
 
 // Throws weft::Error for a failed fi_* call: `ret` is the call's negative return value.
-[[noreturn]] void fail(long ret, std::string_view call, std::string_view object, std::string context = {});
-// Returns `ret` when it is not negative; throws through fail() otherwise.
+// Every setup error of the backend (weft/detail/errors.hpp): errors.fail_fabric for a libfabric return code,
+// errors.fail and .fail_errno for the others.
+inline constexpr detail::ErrorSource errors{backend_name};
+// Returns `ret` when it is not negative; throws through errors.fail_fabric otherwise.
 inline long check(long ret, std::string_view call, std::string_view object, std::string context = {}) {
-    if (ret < 0) fail(ret, call, object, std::move(context));
+    if (ret < 0) errors.fail_fabric(ret, call, object, std::move(context));
     return ret;
 }
 

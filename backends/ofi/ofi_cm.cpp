@@ -50,14 +50,6 @@ constexpr auto hello_patience = std::chrono::seconds(5);
 
 using Kind = wire::FrameKind;
 
-[[noreturn]] void fail_code(std::errc code, const std::string& message, std::string_view call) {
-    throw Error(std::make_error_code(code), message, backend_name, call);
-}
-
-[[noreturn]] void fail_errno(int err, const std::string& message, std::string_view call) {
-    throw Error(std::error_code(err, std::generic_category()), message, backend_name, call);
-}
-
 class Socket {
 public:
     Socket() = default;
@@ -93,14 +85,14 @@ bool wait_for(int fd, short events, Clock::time_point deadline, std::string_view
         int n = ::poll(&p, 1, remaining_ms(deadline));
         if (n > 0) return true;
         if (n == 0) return false;
-        if (errno != EINTR) fail_errno(errno, "poll on the rendezvous socket failed", call);
+        if (errno != EINTR) errors.fail_errno(errno, "poll on the rendezvous socket failed", call);
     }
 }
 
 void set_nonblocking(int fd, std::string_view call) {
     int flags = ::fcntl(fd, F_GETFL);
     if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-        fail_errno(errno, "making the rendezvous socket non-blocking failed", call);
+        errors.fail_errno(errno, "making the rendezvous socket non-blocking failed", call);
     }
 }
 
@@ -168,7 +160,7 @@ Resolved resolve(const detail::HostPort& where, bool passive, std::string_view c
     const std::string port = std::to_string(where.port);
     int rc = ::getaddrinfo(where.host.c_str(), port.c_str(), &hints, &res);
     if (rc != 0) {
-        fail_code(std::errc::invalid_argument,
+        errors.fail(std::errc::invalid_argument,
                   "cannot resolve '" + where.host + "': " + ::gai_strerror(rc) +
                       "; give an IPv4 address, [IPv6] address or host name of this network",
                   call);
@@ -212,7 +204,7 @@ public:
         std::string hint;
         if (last_err == EADDRINUSE) hint = " (something listens there already; ask for port 0 to get a free one)";
         if (last_err == EADDRNOTAVAIL) hint = " (no interface of this machine has that address)";
-        fail_errno(last_err, "cannot listen on " + where.text() + hint, listen_call);
+        errors.fail_errno(last_err, "cannot listen on " + where.text() + hint, listen_call);
     }
 
     std::string address() const override { return bound_; }
@@ -224,7 +216,7 @@ public:
         std::string last_refusal;
         for (;;) {
             if (!wait_for(fd_.get(), POLLIN, deadline, accept_call)) {
-                fail_code(std::errc::timed_out,
+                errors.fail(std::errc::timed_out,
                           "no peer connected to " + bound_ + " within " + std::to_string(timeout.count()) + " ms" +
                               (last_refusal.empty() ? "" : " (refused one: " + last_refusal + ")"),
                           accept_call);
@@ -232,7 +224,7 @@ public:
             Socket conn(::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
             if (conn.get() < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) continue;
-                fail_errno(errno, "accept on " + bound_ + " failed", accept_call);
+                errors.fail_errno(errno, "accept on " + bound_ + " failed", accept_call);
             }
             int one = 1;
             ::setsockopt(conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -272,7 +264,7 @@ public:
             }
             if (!send_frame(conn.get(), Kind::accepted, wire::encode_greeting(qp.address(), reply), deadline,
                             accept_call)) {
-                fail_code(std::errc::connection_aborted,
+                errors.fail(std::errc::connection_aborted,
                           "the peer at " + bound_ + " went away before it got this QP's address", accept_call);
             }
             qp.await_connected(deadline, accept_call);
@@ -312,7 +304,7 @@ std::vector<std::byte> OfiDomain::connect_to(detail::QpImpl& qp_impl, const deta
                 continue;
             }
             if (!wait_for(c.get(), POLLOUT, deadline, connect_call)) {
-                fail_code(std::errc::timed_out,
+                errors.fail(std::errc::timed_out,
                           "no answer from " + target + " within " + std::to_string(timeout.count()) + " ms",
                           connect_call);
             }
@@ -328,37 +320,37 @@ std::vector<std::byte> OfiDomain::connect_to(detail::QpImpl& qp_impl, const deta
     }
     if (s.get() < 0) {
         if (last_err == ECONNREFUSED) {
-            fail_code(std::errc::connection_refused, "nothing listens on " + target, connect_call);
+            errors.fail(std::errc::connection_refused, "nothing listens on " + target, connect_call);
         }
-        fail_errno(last_err, "cannot reach " + target, connect_call);
+        errors.fail_errno(last_err, "cannot reach " + target, connect_call);
     }
     int one = 1;
     ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (!send_frame(s.get(), Kind::hello, wire::encode_greeting(qp.address(), private_data), deadline,
                     connect_call)) {
-        fail_code(std::errc::connection_aborted, "the listener at " + target + " closed the connection", connect_call);
+        errors.fail(std::errc::connection_aborted, "the listener at " + target + " closed the connection", connect_call);
     }
     wire::Frame reply;
     if (auto why = read_frame(s.get(), reply, deadline, connect_call); !why.empty()) {
         if (why == "timed out") {
-            fail_code(std::errc::timed_out,
+            errors.fail(std::errc::timed_out,
                       "the listener at " + target + " did not answer within " + std::to_string(timeout.count()) +
                           " ms",
                       connect_call);
         }
-        fail_code(std::errc::connection_aborted, "rendezvous with " + target + ": " + why, connect_call);
+        errors.fail(std::errc::connection_aborted, "rendezvous with " + target + ": " + why, connect_call);
     }
     if (reply.kind == Kind::refused) {
-        fail_code(std::errc::connection_refused,
+        errors.fail(std::errc::connection_refused,
                   "the listener at " + target + " refused: " + wire::printable(reply.payload), connect_call);
     }
     if (reply.kind != Kind::accepted) {
-        fail_code(std::errc::protocol_error, "the listener at " + target + " answered with an unexpected frame",
+        errors.fail(std::errc::protocol_error, "the listener at " + target + " answered with an unexpected frame",
                   connect_call);
     }
     wire::Greeting greeting;
     if (auto why = wire::split_greeting(reply.payload, greeting); !why.empty()) {
-        fail_code(std::errc::protocol_error, "the answer of the listener at " + target + ": " + why, connect_call);
+        errors.fail(std::errc::protocol_error, "the answer of the listener at " + target + ": " + why, connect_call);
     }
     qp.connect(greeting.address);
     qp.await_connected(deadline, connect_call);

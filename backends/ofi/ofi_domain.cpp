@@ -579,7 +579,7 @@ std::unique_ptr<detail::MrImpl> OfiDomain::register_memory(void* addr, std::size
         if (ret == 0) break;
         // Only offset keys can meet a live one (same base, same 15-bit tag): take the next.
         if (ret == -FI_ENOKEY && p.our_keys && !p.virt_addr && attempt < 64) continue;
-        fail(ret, "fi_mr_reg", "register_memory",
+        errors.fail_fabric(ret, "fi_mr_reg", "register_memory",
              std::to_string(length) + " bytes at " + std::to_string(base) + " with " + to_string(access));
     }
     Fid<fid_mr> hold(mr);

@@ -357,7 +357,7 @@ void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
         // too without a shared receive context; the backend makes the universe 16 and asks for the shared
         // context unless the environment says otherwise; see prepare_libfabric).
         const char* universe = std::getenv("FI_UNIVERSE_SIZE");
-        fail(enabled, "fi_enable", "create_qp",
+        errors.fail_fabric(enabled, "fi_enable", "create_qp",
              "rxm could not open its " + profile_.provider.substr(0, profile_.provider.find(';')) +
                  " CQ, sized by FI_UNIVERSE_SIZE (now " + (universe ? universe : "unset") +
                  "): a device with few CQ entries needs a smaller one");
@@ -400,7 +400,7 @@ void OfiQp::connect(std::span<const std::byte> bytes) {
         if (profile_.ep_type == FI_EP_RDM) {
             fi_addr_t addr = FI_ADDR_UNSPEC;
             int n = fi_av_insert(av_.get(), p.name.data(), 1, &addr, 0, nullptr);
-            if (n != 1) fail(n < 0 ? n : -FI_EINVAL, "fi_av_insert", object, "the peer's endpoint name");
+            if (n != 1) errors.fail_fabric(n < 0 ? n : -FI_EINVAL, "fi_av_insert", object, "the peer's endpoint name");
             peer_ = addr;
             watch_peer(p);
             link_local_peer(peer_nonce);

@@ -9,13 +9,6 @@
 
 namespace weft::ofi {
 
-[[noreturn]] void fail(long ret, std::string_view call, std::string_view object, std::string context) {
-    int err = static_cast<int>(ret < 0 ? -ret : ret);
-    std::string msg = context.empty() ? std::string() : context + ": ";
-    msg += std::string(call) + " failed";  // what() ends with the code's text, fi_strerror's (core/src/error.cpp)
-    throw Error(std::error_code(err, fabric_category()), std::move(msg), backend_name, object);
-}
-
 namespace {
 
 constexpr std::array<KeySpec, 10> ofi_keys{{

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <weft/backend.hpp>
+#include <weft/detail/errors.hpp>
 #include <weft/detail/slot_ring.hpp>
 #include <weft/error.hpp>
 
@@ -37,8 +38,8 @@ class VerbsQp;
 class VerbsSrq;
 class Connections;
 
-[[noreturn]] void fail_errno(int err, std::string message, std::string_view call);
-[[noreturn]] void fail(Errc code, std::string message, std::string_view call);
+// Every setup error of the backend (weft/detail/errors.hpp): errors.fail, .fail_errno.
+inline constexpr detail::ErrorSource errors{backend_name};
 
 // ---- RAII owners of rdma-core handles. Destroy failures cannot be reported from a destructor; rdma-core
 // only fails them for handles still in use, which the ownership graph below rules out.

@@ -89,10 +89,6 @@ using AddrinfoPtr = std::unique_ptr<addrinfo, FreeAddrinfo>;
 
 std::string ms_text(milliseconds t) { return std::to_string(t.count()) + " ms"; }
 
-[[noreturn]] void fail_code(std::errc code, std::string message, std::string_view call) {
-    throw Error(std::make_error_code(code), std::move(message), backend_name, call);
-}
-
 // ---- Addresses
 
 using detail::sockaddr_text;
@@ -148,7 +144,7 @@ void check_device(const rdma_cm_id* id, const Device& dev, const std::string& wh
     if (id->verbs == nullptr) return;  // bound to a wildcard address: no device yet
     const std::string name = ::ibv_get_device_name(id->verbs->device);
     if (name == dev.name && id->port_num == dev.port) return;
-    fail(Errc::invalid_argument,
+    errors.fail(Errc::invalid_argument,
          what + " goes through RDMA device " + name + " port " + std::to_string(id->port_num) +
              ", but the domain is open on " + dev.name + " port " + std::to_string(dev.port) +
              "; use an address of the domain's interface, or open the domain on " + name,
@@ -227,7 +223,7 @@ EventChannelPtr make_channel(std::string_view call) {
     EventChannelPtr ch(::rdma_create_event_channel());
     if (!ch) {
         const int err = errno != 0 ? errno : ENODEV;
-        fail_errno(err,
+        errors.fail_errno(err,
                    "rdma_create_event_channel failed (rdma_cm needs /dev/infiniband/rdma_cm: is the rdma_ucm "
                    "module loaded, and may this user open it?)",
                    call);
@@ -235,14 +231,14 @@ EventChannelPtr make_channel(std::string_view call) {
     // poll(2) decides when to read; a non-blocking fd keeps a spurious wake-up from blocking the read.
     const int flags = ::fcntl(ch->fd, F_GETFL);
     if (flags < 0 || ::fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-        fail_errno(errno, "making the rdma_cm event channel non-blocking failed", call);
+        errors.fail_errno(errno, "making the rdma_cm event channel non-blocking failed", call);
     }
     return ch;
 }
 
 CmIdPtr make_id(rdma_event_channel* ch, std::string_view call) {
     rdma_cm_id* id = nullptr;
-    if (::rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) fail_errno(errno, "rdma_create_id failed", call);
+    if (::rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) errors.fail_errno(errno, "rdma_create_id failed", call);
     return CmIdPtr(id);
 }
 
@@ -252,14 +248,14 @@ CmEventPtr next_event(rdma_event_channel* ch, Clock::time_point deadline, std::s
         rdma_cm_event* ev = nullptr;
         if (::rdma_get_cm_event(ch, &ev) == 0) return CmEventPtr(ev);
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            fail_errno(errno, "rdma_get_cm_event failed", call);
+            errors.fail_errno(errno, "rdma_get_cm_event failed", call);
         }
         const auto now = Clock::now();
         if (now >= deadline) return nullptr;
         const auto left = std::chrono::ceil<milliseconds>(deadline - now).count();
         pollfd p{ch->fd, POLLIN, 0};
         if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, INT_MAX))) < 0 && errno != EINTR) {
-            fail_errno(errno, "poll on the rdma_cm event channel failed", call);
+            errors.fail_errno(errno, "poll on the rdma_cm event channel failed", call);
         }
     }
 }
@@ -297,21 +293,21 @@ void refuse(rdma_cm_id* id, const std::string& why) {
                                        : text + ", IB CM reason " + std::to_string(ev.status) +
                                              (ev.status == ib_cm_rej_consumer_defined ? " (consumer defined)" : ""));
             }
-            fail_code(std::errc::connection_refused, why, connect_call);
+            errors.fail(std::errc::connection_refused, why, connect_call);
         }
         case RDMA_CM_EVENT_UNREACHABLE:
-            fail_code(std::errc::host_unreachable,
+            errors.fail(std::errc::host_unreachable,
                       "no answer from " + target + " while " + stage + ": " + event_text(ev), connect_call);
         case RDMA_CM_EVENT_ADDR_ERROR:
         case RDMA_CM_EVENT_ROUTE_ERROR:
-            fail_errno(ev.status < 0 ? -ev.status : EHOSTUNREACH,
+            errors.fail_errno(ev.status < 0 ? -ev.status : EHOSTUNREACH,
                        "rdma_cm could not reach " + target + " while " + stage + ": " + event_text(ev) +
                            " (is it an address of an RDMA device's interface, and routable from this one?)",
                        connect_call);
         case RDMA_CM_EVENT_DEVICE_REMOVAL:
-            fail_errno(ENODEV, "the RDMA device went away while " + stage, connect_call);
+            errors.fail_errno(ENODEV, "the RDMA device went away while " + stage, connect_call);
         default:
-            fail_errno(ev.status < 0 ? -ev.status : ECONNABORTED,
+            errors.fail_errno(ev.status < 0 ? -ev.status : ECONNABORTED,
                        "unexpected " + event_text(ev) + " while " + stage + " to " + target, connect_call);
     }
 }
@@ -321,7 +317,7 @@ CmEventPtr expect(rdma_event_channel* ch, rdma_cm_event_type wanted, Clock::time
                   milliseconds timeout, const std::string& target, const std::string& stage) {
     CmEventPtr ev = next_event(ch, deadline, connect_call);
     if (!ev) {
-        fail_code(std::errc::timed_out, "timed out after " + ms_text(timeout) + " while " + stage, connect_call);
+        errors.fail(std::errc::timed_out, "timed out after " + ms_text(timeout) + " while " + stage, connect_call);
     }
     if (ev->event != wanted) connect_failed(*ev, target, stage);
     return ev;
@@ -368,11 +364,11 @@ VerbsListener::VerbsListener(std::shared_ptr<Device> device, const detail::HostP
         if (err == EADDRNOTAVAIL || err == ENODEV) {
             hint = " (no RDMA device has that address: give the IP address of " + device_->name + "'s interface)";
         }
-        fail_errno(err, "rdma_bind_addr(" + sockaddr_text(addr.get()) + ") failed" + hint, listen_call);
+        errors.fail_errno(err, "rdma_bind_addr(" + sockaddr_text(addr.get()) + ") failed" + hint, listen_call);
     }
     check_device(id_.get(), *device_, "listening on " + where.text(), listen_call);
     if (::rdma_listen(id_.get(), listen_backlog) != 0) {
-        fail_errno(errno, "rdma_listen(" + sockaddr_text(addr.get()) + ") failed", listen_call);
+        errors.fail_errno(errno, "rdma_listen(" + sockaddr_text(addr.get()) + ") failed", listen_call);
     }
     bound_ = sockaddr_text(rdma_get_local_addr(id_.get()));
 }
@@ -394,7 +390,7 @@ void VerbsListener::note(CmEventPtr ev) {
         return;  // `ev` is acknowledged here; the id now belongs to incoming_
     }
     if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-        fail_errno(ENODEV, "the RDMA device of the listener at " + bound_ + " went away", accept_call);
+        errors.fail_errno(ENODEV, "the RDMA device of the listener at " + bound_ + " went away", accept_call);
     }
     // A request withdrawn before it was accepted (the connector gave up): forget it.
     rdma_cm_id* id = ev->id;
@@ -417,7 +413,7 @@ std::vector<std::byte> VerbsListener::accept(detail::QpImpl& qp_impl, millisecon
         while (incoming_.empty()) {
             CmEventPtr ev = next_event(channel_.get(), deadline, accept_call);
             if (!ev) {
-                fail_code(std::errc::timed_out,
+                errors.fail(std::errc::timed_out,
                           "no connect() to " + bound_ + " within " + ms_text(timeout) +
                               (last_refusal.empty() ? "" : " (refused one: " + last_refusal + ")"),
                           accept_call);
@@ -451,14 +447,14 @@ std::vector<std::byte> VerbsListener::accept(detail::QpImpl& qp_impl, millisecon
     kept.start(accept_call);
     rdma_conn_param param = conn_param(*device_, qp.qp_num, data);
     if (::rdma_accept(in.id.get(), &param) != 0) {
-        fail_errno(errno, "rdma_accept of the connect request from " + in.from + " failed", accept_call);
+        errors.fail_errno(errno, "rdma_accept of the connect request from " + in.from + " failed", accept_call);
     }
     // The connector connects its QP, then acknowledges (RTU): ESTABLISHED here. DISCONNECTED first means it
     // did so and released its rdma_cm id before the RTU was seen; either way its QP is in RTS.
     while (true) {
         CmEventPtr ev = next_event(channel_.get(), deadline, accept_call);
         if (!ev) {
-            fail_code(std::errc::timed_out,
+            errors.fail(std::errc::timed_out,
                       "QP " + std::to_string(qp.qp_num) + " was connected to the peer at " + in.from +
                           ", which did not complete the handshake within " + ms_text(timeout),
                       accept_call);
@@ -475,7 +471,7 @@ std::vector<std::byte> VerbsListener::accept(detail::QpImpl& qp_impl, millisecon
             kept.keep(in.id.release(), qp, copy.event == RDMA_CM_EVENT_DISCONNECTED);
             return in.data;
         }
-        fail_errno(copy.status < 0 ? -copy.status : ECONNABORTED,
+        errors.fail_errno(copy.status < 0 ? -copy.status : ECONNABORTED,
                    "the peer at " + in.from + " did not complete the handshake: " + event_text(copy) +
                        "; QP " + std::to_string(qp.qp_num) + " is half connected",
                    accept_call);
@@ -506,14 +502,14 @@ std::vector<std::byte> VerbsDomain::connect_to(detail::QpImpl& qp, const detail:
 
     std::string stage = "resolving the address " + sockaddr_text(dst.get());
     if (::rdma_resolve_addr(id.get(), have_src ? src.get() : nullptr, dst.get(), remaining_ms(deadline)) != 0) {
-        fail_errno(errno, "rdma_resolve_addr(" + sockaddr_text(dst.get()) + ") failed", connect_call);
+        errors.fail_errno(errno, "rdma_resolve_addr(" + sockaddr_text(dst.get()) + ") failed", connect_call);
     }
     expect(channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, timeout, target, stage);
     check_device(id.get(), *device_, "the route to " + target, connect_call);
 
     stage = "resolving the route to " + target;
     if (::rdma_resolve_route(id.get(), remaining_ms(deadline)) != 0) {
-        fail_errno(errno, "rdma_resolve_route(" + target + ") failed", connect_call);
+        errors.fail_errno(errno, "rdma_resolve_route(" + target + ") failed", connect_call);
     }
     expect(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, timeout, target, stage);
 
@@ -527,7 +523,7 @@ std::vector<std::byte> VerbsDomain::connect_to(detail::QpImpl& qp, const detail:
     Connections& kept = device_->connections();
     kept.start(connect_call);
     rdma_conn_param param = conn_param(*device_, qp.qp_num, data);
-    if (::rdma_connect(id.get(), &param) != 0) fail_errno(errno, "rdma_connect(" + target + ") failed", connect_call);
+    if (::rdma_connect(id.get(), &param) != 0) errors.fail_errno(errno, "rdma_connect(" + target + ") failed", connect_call);
     stage = "waiting for the listener at " + target + " to accept";
     std::vector<std::byte> peer;
     std::vector<std::byte> reply;
@@ -543,7 +539,7 @@ std::vector<std::byte> VerbsDomain::connect_to(detail::QpImpl& qp, const detail:
         if (!problem.empty()) {
             ev.reset();
             refuse(id.get(), "the connector refused the answer: " + problem);
-            fail(Errc::bad_descriptor, "the answer of " + target + " is not a weft listener's: " + problem,
+            errors.fail(Errc::bad_descriptor, "the answer of " + target + " is not a weft listener's: " + problem,
                  connect_call);
         }
     }
@@ -554,7 +550,7 @@ std::vector<std::byte> VerbsDomain::connect_to(detail::QpImpl& qp, const detail:
         throw;
     }
     if (::rdma_establish(id.get()) != 0) {
-        fail_errno(errno, "rdma_establish(" + target + ") failed; QP " + std::to_string(qp.qp_num) +
+        errors.fail_errno(errno, "rdma_establish(" + target + ") failed; QP " + std::to_string(qp.qp_num) +
                               " is connected but the listener may not complete", connect_call);
     }
     // The connection is kept for disconnect (verbs_conn.cpp); `channel` goes now.

@@ -42,7 +42,7 @@ constexpr const char* peer_closed_text = "peer disconnected (RDMA_CM_EVENT_DISCO
 
 int make_eventfd(std::string_view call) {
     const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (fd < 0) fail_errno(errno, "eventfd failed", call);
+    if (fd < 0) errors.fail_errno(errno, "eventfd failed", call);
     return fd;
 }
 
@@ -93,19 +93,19 @@ void Connections::start(std::string_view call) {
         errno = 0;
         channel_ = ::rdma_create_event_channel();
         if (channel_ == nullptr) {
-            fail_errno(errno != 0 ? errno : ENODEV, "rdma_create_event_channel for the domain's connections failed",
+            errors.fail_errno(errno != 0 ? errno : ENODEV, "rdma_create_event_channel for the domain's connections failed",
                        call);
         }
         const int flags = ::fcntl(channel_->fd, F_GETFL);
         if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-            fail_errno(errno, "making the connections' rdma_cm event channel non-blocking failed", call);
+            errors.fail_errno(errno, "making the connections' rdma_cm event channel non-blocking failed", call);
         }
     }
     if (stop_fd_ < 0) stop_fd_ = make_eventfd(call);
     try {
         thread_ = std::thread([this] { run(); });
     } catch (const std::system_error& e) {
-        fail_errno(e.code().value(), "starting the thread that watches the domain's connections failed", call);
+        errors.fail_errno(e.code().value(), "starting the thread that watches the domain's connections failed", call);
     }
 }
 
@@ -114,7 +114,7 @@ void Connections::keep(rdma_cm_id* id, VerbsQp& qp, bool closed) {
     if (::rdma_migrate_id(id, channel_) != 0) {
         const int err = errno;
         ::rdma_destroy_id(id);
-        fail_errno(err,
+        errors.fail_errno(err,
                    "rdma_migrate_id of QP " + std::to_string(qp.qp_num) +
                        "'s connection failed: the QP is connected, but cannot be disconnected",
                    "connect");

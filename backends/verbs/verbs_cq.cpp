@@ -44,7 +44,7 @@ std::uint64_t QueueTable::attach(WorkQueue* wq) {
         free_.pop_back();
     } else {
         if (next_ == first_srq_entry) {
-            fail(Errc::resource_exhausted,
+            errors.fail(Errc::resource_exhausted,
                  "a verbs CQ serves at most " + std::to_string(first_srq_entry) + " work queues",
                  "create_qp");
         }
@@ -90,12 +90,12 @@ VerbsCq::VerbsCq(std::shared_ptr<Device> device, std::uint32_t depth) : device_(
     channel_.reset(::ibv_create_comp_channel(ctx));
     if (!channel_) {
         const int err = errno != 0 ? errno : ENOMEM;
-        fail_errno(err, "ibv_create_comp_channel on " + device_->name + " failed", "create_cq");
+        errors.fail_errno(err, "ibv_create_comp_channel on " + device_->name + " failed", "create_cq");
     }
     // Non-blocking, so that draining events never sleeps: wait() sleeps in poll(2) instead.
     const int flags = ::fcntl(channel_->fd, F_GETFL);
     if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-        fail_errno(errno, "fcntl(O_NONBLOCK) on the completion channel of " + device_->name + " failed",
+        errors.fail_errno(errno, "fcntl(O_NONBLOCK) on the completion channel of " + device_->name + " failed",
                    "create_cq");
     }
     errno = 0;
@@ -103,7 +103,7 @@ VerbsCq::VerbsCq(std::shared_ptr<Device> device, std::uint32_t depth) : device_(
     cq_.reset(::ibv_create_cq(ctx, static_cast<int>(depth), this, channel_.get(), 0));
     if (!cq_) {
         const int err = errno != 0 ? errno : ENOMEM;
-        fail_errno(err, "ibv_create_cq(depth " + std::to_string(depth) + ") on " + device_->name + " failed",
+        errors.fail_errno(err, "ibv_create_cq(depth " + std::to_string(depth) + ") on " + device_->name + " failed",
                    "create_cq");
     }
     channel_handle_ = channel_.get();
@@ -127,7 +127,7 @@ void VerbsCq::reserve(std::uint32_t entries, std::string_view who) {
     if (need > static_cast<std::uint64_t>(std::max(cq_handle_->cqe, 0))) {
         const std::uint32_t max_cqe = device_->caps.max_cqe;
         const auto refuse = [&](const std::string& why) {
-            fail(Errc::resource_exhausted,
+            errors.fail(Errc::resource_exhausted,
                  "the " + std::string(who) + " can leave " + std::to_string(entries) +
                      (entries == 1 ? " completion" : " completions") + " in a CQ whose queues already hold " + std::to_string(reserved_) + " of its " +
                      std::to_string(cq_handle_->cqe) + " entries, and " + why +
@@ -163,7 +163,7 @@ int VerbsCq::arm() noexcept { return ::ibv_req_notify_cq(cq_handle_, 0); }
 int VerbsCq::fd() {
     fd_mode_ = 1;
     consume_events();
-    if (int rc = arm(); rc != 0) fail_errno(rc, "ibv_req_notify_cq failed", "CompletionQueue::fd");
+    if (int rc = arm(); rc != 0) errors.fail_errno(rc, "ibv_req_notify_cq failed", "CompletionQueue::fd");
     rearm_ = 0;
     return channel_handle_->fd;
 }
@@ -177,7 +177,7 @@ bool VerbsCq::wait(std::chrono::nanoseconds timeout) {
 
     for (;;) {
         consume_events();
-        if (int rc = arm(); rc != 0) fail_errno(rc, "ibv_req_notify_cq failed", "CompletionQueue::wait");
+        if (int rc = arm(); rc != 0) errors.fail_errno(rc, "ibv_req_notify_cq failed", "CompletionQueue::wait");
         rearm_ = 0;
         // A completion that came before the arm raises no event: look once more, keeping what we find.
         held_begin_ = 0;
@@ -197,7 +197,7 @@ bool VerbsCq::wait(std::chrono::nanoseconds timeout) {
         pollfd p{channel_handle_->fd, POLLIN, 0};
         const int rc = ::poll(&p, 1, ms);
         if (rc < 0 && errno != EINTR) {
-            fail_errno(errno, "poll(2) on the completion channel failed", "CompletionQueue::wait");
+            errors.fail_errno(errno, "poll(2) on the completion channel failed", "CompletionQueue::wait");
         }
         if (rc == 0 && !forever && clock::now() >= deadline) return false;
         // An event (or a signal): go round, which drains the event, re-arms and polls.

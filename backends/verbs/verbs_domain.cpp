@@ -22,14 +22,6 @@ namespace weft::verbs {
 
 // ---- Errors
 
-void fail_errno(int err, std::string message, std::string_view call) {
-    throw_errno(err, std::move(message), backend_name, call);
-}
-
-void fail(Errc code, std::string message, std::string_view call) {
-    throw Error(code, std::move(message), backend_name, call);
-}
-
 std::string gid_text(const ibv_gid& gid) {
     char buf[INET6_ADDRSTRLEN] = {};
     if (::inet_ntop(AF_INET6, gid.raw, buf, sizeof buf) == nullptr) return "?";
@@ -200,7 +192,7 @@ void choose_gid(Device& dev, const Config& cfg, const ibv_port_attr& port_attr) 
         auto index = cfg.get_uint("gid_index", 0, 0, static_cast<std::uint64_t>(std::max(port_attr.gid_tbl_len, 1)) - 1);
         ibv_gid_entry e{};
         if (int rc = ::ibv_query_gid_ex(ctx, dev.port, static_cast<std::uint32_t>(index), &e, 0); rc != 0) {
-            fail_errno(rc,
+            errors.fail_errno(rc,
                        "gid_index " + std::to_string(index) + " of " + where +
                            " is not valid: ibv_query_gid_ex found no usable GID there (valid entries: " +
                            gid_table_text(ctx, dev.port, port_attr.gid_tbl_len) + ")",
@@ -225,7 +217,7 @@ void choose_gid(Device& dev, const Config& cfg, const ibv_port_attr& port_attr) 
         }
     }
     if (dev.gid_index < 0) {
-        fail(Errc::backend_unavailable,
+        errors.fail(Errc::backend_unavailable,
              "no usable GID on " + where + " (an Ethernet port, so RoCE needs one): the GID table of " +
                  std::to_string(port_attr.gid_tbl_len) +
                  " entries is empty; give the network interface under it an IP address",
@@ -328,12 +320,12 @@ void open_device(Device& dev, const Config& cfg, const DeviceScan& scan) {
             if (wanted == ::ibv_get_device_name(scan.list[i])) found = scan.list[i];
         }
         if (!found) {
-            fail_errno(ENODEV, "no RDMA device named '" + wanted + "' (found: " + device_names(scan) + ")",
+            errors.fail_errno(ENODEV, "no RDMA device named '" + wanted + "' (found: " + device_names(scan) + ")",
                        open_call);
         }
         int err = 0;
         dev.context = open_context(found, err);
-        if (!dev.context) fail_errno(err, open_failure(found, err), open_call);
+        if (!dev.context) errors.fail_errno(err, open_failure(found, err), open_call);
         dev.name = wanted;
         return;
     }
@@ -375,8 +367,8 @@ void open_device(Device& dev, const Config& cfg, const DeviceScan& scan) {
         }
         append(report, name + ": " + ports);
     }
-    if (!any_opened) fail_errno(first_error, "no RDMA device could be opened: " + report, open_call);
-    fail(Errc::backend_unavailable, "no RDMA device has an active port: " + report, open_call);
+    if (!any_opened) errors.fail_errno(first_error, "no RDMA device could be opened: " + report, open_call);
+    errors.fail(Errc::backend_unavailable, "no RDMA device has an active port: " + report, open_call);
 }
 
 void choose_port(Device& dev, const Config& cfg, const ibv_device_attr& da, ibv_port_attr& pa) {
@@ -384,7 +376,7 @@ void choose_port(Device& dev, const Config& cfg, const ibv_device_attr& da, ibv_
     ibv_context* ctx = dev.context.get();
     if (wanted_port != 0) {
         if (wanted_port > da.phys_port_cnt) {
-            fail_errno(EINVAL,
+            errors.fail_errno(EINVAL,
                        "port " + std::to_string(wanted_port) + " is out of range: " + dev.name + " has ports 1.." +
                            std::to_string(da.phys_port_cnt),
                        open_call);
@@ -394,14 +386,14 @@ void choose_port(Device& dev, const Config& cfg, const ibv_device_attr& da, ibv_
         std::string report;
         dev.port = first_active_port(ctx, da.phys_port_cnt, report);
         if (dev.port == 0) {
-            fail(Errc::backend_unavailable, dev.name + " has no active port: " + report, open_call);
+            errors.fail(Errc::backend_unavailable, dev.name + " has no active port: " + report, open_call);
         }
     }
     if (int rc = ::ibv_query_port(ctx, dev.port, &pa); rc != 0) {
-        fail_errno(rc, "ibv_query_port(" + dev.name + ", " + std::to_string(dev.port) + ") failed", open_call);
+        errors.fail_errno(rc, "ibv_query_port(" + dev.name + ", " + std::to_string(dev.port) + ") failed", open_call);
     }
     if (pa.state != IBV_PORT_ACTIVE) {
-        fail(Errc::backend_unavailable,
+        errors.fail(Errc::backend_unavailable,
              "port " + std::to_string(dev.port) + " of " + dev.name + " is " + port_state_text(pa.state) +
                  ", not ACTIVE (check the link, and on InfiniBand that a subnet manager runs)",
              open_call);
@@ -410,14 +402,14 @@ void choose_port(Device& dev, const Config& cfg, const ibv_device_attr& da, ibv_
 
 std::shared_ptr<detail::DomainImpl> open_domain(const Config& cfg) {
     DeviceScan scan = scan_devices();
-    if (scan.count == 0) fail(Errc::backend_unavailable, no_device_reason(scan), open_call);
+    if (scan.count == 0) errors.fail(Errc::backend_unavailable, no_device_reason(scan), open_call);
 
     auto dev = std::make_shared<Device>();
     open_device(*dev, cfg, scan);
 
     ibv_device_attr da{};
     if (int rc = ::ibv_query_device(dev->context.get(), &da); rc != 0) {
-        fail_errno(rc, "ibv_query_device(" + dev->name + ") failed", open_call);
+        errors.fail_errno(rc, "ibv_query_device(" + dev->name + ") failed", open_call);
     }
     ibv_port_attr pa{};
     choose_port(*dev, cfg, da, pa);
@@ -429,7 +421,7 @@ std::shared_ptr<detail::DomainImpl> open_domain(const Config& cfg) {
     if (cfg.has("mtu")) {
         ibv_mtu asked = mtu_from_bytes(cfg.get_choice("mtu", "", mtu_choices));
         if (asked > pa.active_mtu) {
-            fail_errno(EINVAL,
+            errors.fail_errno(EINVAL,
                        "mtu " + std::to_string(mtu_bytes(asked)) + " exceeds the active MTU of " + dev->name +
                            " port " + std::to_string(dev->port) + " (" + std::to_string(mtu_bytes(pa.active_mtu)) +
                            ")",
@@ -443,7 +435,7 @@ std::shared_ptr<detail::DomainImpl> open_domain(const Config& cfg) {
     dev->pd.reset(::ibv_alloc_pd(dev->context.get()));
     if (!dev->pd) {
         const int err = errno != 0 ? errno : ENOMEM;
-        fail_errno(err, "ibv_alloc_pd(" + dev->name + ") failed", open_call);
+        errors.fail_errno(err, "ibv_alloc_pd(" + dev->name + ") failed", open_call);
     }
 
     fill_capabilities(*dev, da, pa);
@@ -515,7 +507,7 @@ void VerbsDomain::nonblocking_events() {
         const int fd = device_->context->async_fd;
         const int flags = ::fcntl(fd, F_GETFL);
         if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-            fail_errno(errno, "making the device's asynchronous event descriptor non-blocking failed",
+            errors.fail_errno(errno, "making the device's asynchronous event descriptor non-blocking failed",
                        "Domain::event_fd");
         }
     });
@@ -526,7 +518,7 @@ int VerbsDomain::event_fd() {
     // Readable while either source has an event: the device's async_fd, the connections' eventfd.
     std::call_once(events_fd_made_, [this] {
         const int set = ::epoll_create1(EPOLL_CLOEXEC);
-        if (set < 0) fail_errno(errno, "epoll_create1 for the domain's event descriptor failed", "Domain::event_fd");
+        if (set < 0) errors.fail_errno(errno, "epoll_create1 for the domain's event descriptor failed", "Domain::event_fd");
         for (const int fd : {device_->context->async_fd, device_->connections().event_fd()}) {
             epoll_event e{};
             e.events = EPOLLIN;
@@ -534,7 +526,7 @@ int VerbsDomain::event_fd() {
             if (::epoll_ctl(set, EPOLL_CTL_ADD, fd, &e) != 0) {
                 const int err = errno;
                 ::close(set);
-                fail_errno(err, "epoll_ctl adding an event source to the domain's event descriptor failed",
+                errors.fail_errno(err, "epoll_ctl adding an event source to the domain's event descriptor failed",
                            "Domain::event_fd");
             }
         }
@@ -551,7 +543,7 @@ bool VerbsDomain::next_event(AsyncEvent& out) {
         if (::ibv_get_async_event(device_->context.get(), &ev) != 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-            fail_errno(errno, "ibv_get_async_event failed", "Domain::next_event");
+            errors.fail_errno(errno, "ibv_get_async_event failed", "Domain::next_event");
         }
         out = AsyncEvent{};
         out.what = ::ibv_event_type_str(ev.event_type);
@@ -624,7 +616,7 @@ std::unique_ptr<detail::MrImpl> VerbsDomain::register_memory(void* addr, std::si
                        " bytes; raise it with ulimit -l or limits.conf)";
             }
         }
-        fail_errno(err, std::move(msg), "register_memory");
+        errors.fail_errno(err, std::move(msg), "register_memory");
     }
     return std::make_unique<VerbsMr>(device_, std::move(mr), access);
 }

@@ -35,10 +35,10 @@ std::shared_ptr<VerbsCq> as_verbs_cq(const std::shared_ptr<detail::CqImpl>& cq, 
                                      const Device& dev) {
     auto v = std::dynamic_pointer_cast<VerbsCq>(cq);
     if (!v) {
-        fail(Errc::invalid_argument, std::string(which) + " was not created by a verbs domain", "create_qp");
+        errors.fail(Errc::invalid_argument, std::string(which) + " was not created by a verbs domain", "create_qp");
     }
     if (v->device().context.get() != dev.context.get()) {
-        fail(Errc::invalid_argument,
+        errors.fail(Errc::invalid_argument,
              std::string(which) + " belongs to another verbs domain; a QP and its CQs come from one Domain",
              "create_qp");
     }
@@ -97,7 +97,7 @@ VerbsQp::VerbsQp(std::shared_ptr<Device> device, const detail::QpSetup& setup) :
     if (setup.srq) {
         srq_ = std::dynamic_pointer_cast<VerbsSrq>(setup.srq);
         if (!srq_ || srq_->device().context.get() != device_->context.get()) {
-            fail(Errc::invalid_argument, "srq was not created by this verbs domain", "create_qp");
+            errors.fail(Errc::invalid_argument, "srq was not created by this verbs domain", "create_qp");
         }
     }
     transport_ = {o.timeout, o.retry_cnt, o.rnr_retry, o.min_rnr_timer};
@@ -117,7 +117,7 @@ VerbsQp::VerbsQp(std::shared_ptr<Device> device, const detail::QpSetup& setup) :
     qp_.reset(::ibv_create_qp(device_->pd.get(), &init));
     if (!qp_) {
         const int err = errno != 0 ? errno : ENOMEM;
-        fail_errno(err,
+        errors.fail_errno(err,
                    "ibv_create_qp(RC, max_send " + std::to_string(o.max_send) +
                        (srq_ ? std::string(", shared receive queue ") + std::to_string(srq_->srq_num)
                              : ", max_recv " + std::to_string(o.max_recv)) +
@@ -227,7 +227,7 @@ VerbsQp::~VerbsQp() {
 void VerbsQp::modify(ibv_qp_attr& attr, int mask, const char* transition, const std::string& context,
                      std::string_view call) {
     if (int rc = ::ibv_modify_qp(handle_, &attr, mask); rc != 0) {
-        fail_errno(rc,
+        errors.fail_errno(rc,
                    std::string("ibv_modify_qp(") + transition + ") of QP " + std::to_string(qp_num) + " on " +
                        device_->name + " failed (" + context + ")",
                    call);
@@ -249,21 +249,21 @@ std::vector<std::byte> VerbsQp::address() const {
 
 void VerbsQp::connect(std::span<const std::byte> peer) {
     if (const QpState s = state_.load(std::memory_order_relaxed); s != QpState::init) {
-        fail(Errc::invalid_state,
+        errors.fail(Errc::invalid_state,
              "QP " + std::to_string(qp_num) + " is in state " + std::string(to_string(s)) +
                  "; connect() brings a new QP (state init) to rts once",
              connect_call);
     }
     const wire::QpAddress a = wire::decode_address(peer);
     if (device_->use_gid && !a.has_gid) {
-        fail(Errc::bad_descriptor,
+        errors.fail(Errc::bad_descriptor,
              "the peer's address has no GID, but this side routes by GID (" +
                  std::string(device_->ethernet ? "an Ethernet port needs one" : "gid_index was given") +
                  "); open both sides alike",
              connect_call);
     }
     if (!device_->use_gid && a.has_gid) {
-        fail(Errc::bad_descriptor,
+        errors.fail(Errc::bad_descriptor,
              "the peer's address carries a GID, but this InfiniBand side uses LID routing; give gid_index here "
              "too",
              connect_call);
@@ -324,7 +324,7 @@ void VerbsQp::to_error() { note_error(state_, handle_); }
 void VerbsQp::disconnect() {
     Connections* c = device_->connections_if_any();
     if (c != nullptr && c->disconnect(*this)) return;
-    fail(Errc::not_supported,
+    errors.fail(Errc::not_supported,
          "QP " + std::to_string(qp_num) +
              " was connected by address exchange (QueuePair::connect): on verbs only a QP connected by "
              "weft::connect or Listener::accept has an rdma_cm connection that can tell the peer, as "

@@ -21,7 +21,7 @@ std::uint64_t take_entry(Device& dev, std::uint32_t& entry) {
     }
     const auto it = std::find(dev.srq_entries_taken.begin(), dev.srq_entries_taken.end(), false);
     if (it == dev.srq_entries_taken.end()) {
-        fail(Errc::resource_exhausted,
+        errors.fail(Errc::resource_exhausted,
              "a verbs domain holds at most " + std::to_string(QueueTable::srq_entries) +
                  " shared receive queues at once",
              "create_srq");
@@ -56,7 +56,7 @@ VerbsSrq::VerbsSrq(std::shared_ptr<Device> device, const SrqOptions& options) : 
     srq_.reset(::ibv_create_srq(device_->pd.get(), &init));
     if (!srq_) {
         const int err = errno != 0 ? errno : ENOMEM;
-        fail_errno(err,
+        errors.fail_errno(err,
                    "ibv_create_srq(max_wr " + std::to_string(options.max_recv) + ", max_sge " +
                        std::to_string(options.max_sge) + ") on " + device_->name + " failed",
                    "create_srq");
@@ -137,7 +137,7 @@ void VerbsSrq::arm_limit(std::uint32_t limit) {
     ibv_srq_attr attr{};
     attr.srq_limit = limit;
     if (const int rc = ::ibv_modify_srq(handle_, &attr, IBV_SRQ_LIMIT); rc != 0) {
-        fail_errno(rc,
+        errors.fail_errno(rc,
                    "ibv_modify_srq(IBV_SRQ_LIMIT " + std::to_string(limit) + ") of shared receive queue " +
                        std::to_string(srq_num) + " on " + device_->name + " failed",
                    "SharedReceiveQueue::arm_limit");
