@@ -17,6 +17,7 @@
 
 #include <weft/backend.hpp>
 #include <weft/detail/errors.hpp>
+#include <weft/detail/slot_ring.hpp>
 #include <weft/error.hpp>
 
 #include <rdma/fabric.h>
@@ -397,24 +398,26 @@ struct Ring {
     std::unique_ptr<std::byte[]> inline_store;
     std::uint32_t inline_size = 0;
 
-    // Producer side (post_*): slots filled, and slots handed to the provider (or completed at post).
-    // The producer moves them on the fast path; anyone holding the QP's lock moves them otherwise.
-    std::atomic<std::uint64_t> tail{0};
+    // The shared ring's cursors (weft/detail/slot_ring.hpp): cursors.posted counts the slots filled (the
+    // producer's; anyone holding the QP's lock moves it otherwise), cursors.retired the first slot not yet
+    // reusable (the CQ's). Its flush cursor is not used: a slot completes `flushed` from flush_from on,
+    // decided by whoever puts the QP in error while the CQ delivers in order (head).
+    detail::SlotRing<std::uint64_t, detail::RingSync::shared> cursors;
+    // Slots handed to the provider (or completed at post), moved like cursors.posted.
     std::atomic<std::uint64_t> posted{0};
     // Producer fast path allowed: the endpoint takes posts, nothing is backlogged, no error.
     std::atomic<bool> direct{false};
-    // The producer's slow path (post_slow) left slots [posted, tail) behind; while set, direct is false
-    // and the QP's lock holders hand them over. Unset, any slots between posted and tail belong to the
+    // The producer's slow path (post_slow) left slots [posted, cursors.posted) behind; while set, direct is false
+    // and the QP's lock holders hand them over. Unset, any slots between posted and cursors.posted belong to the
     // producer's fast path, which may be running without the lock: nobody else hands them over (the
     // producer either posts them all or ends in post_slow). Guarded by the QP's mu_.
     bool backlog = false;
     // Reads and atomics handed to the provider whose completion the CQ has not read yet (fence emulation).
     std::atomic<std::uint32_t> ordered_out{0};
 
-    // Consumer side (the CQ): next slot to deliver, and the first slot not yet reusable.
+    // Consumer side (the CQ): next slot to deliver.
     std::uint64_t head = 0;
     std::atomic<std::uint64_t> delivered{0};  // head, published for other threads (outstanding())
-    std::atomic<std::uint64_t> freed{0};
     std::atomic<std::uint64_t> flush_from{no_seq};  // slots at or after this complete `flushed`
     std::atomic<std::uint64_t> error_origin{no_seq};  // the slot whose error put the QP in error
 
@@ -698,8 +701,8 @@ public:
     // Whether a request of either queue is posted and not yet delivered to the application; for a QP on a
     // shared receive queue, whether the queue holds receives (as a QP's own posted receives count).
     bool outstanding() const noexcept {
-        return send_.tail.load(std::memory_order_relaxed) != send_.delivered.load(std::memory_order_relaxed) ||
-               recv_.tail.load(std::memory_order_relaxed) != recv_.delivered.load(std::memory_order_relaxed) ||
+        return send_.cursors.posted.load(std::memory_order_relaxed) != send_.delivered.load(std::memory_order_relaxed) ||
+               recv_.cursors.posted.load(std::memory_order_relaxed) != recv_.delivered.load(std::memory_order_relaxed) ||
                (srq_ && srq_->holds_receives());
     }
     // Progresses the CQs of the connected peer QP when it lives in this process.

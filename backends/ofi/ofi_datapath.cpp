@@ -121,7 +121,7 @@ bool OfiQp::ready_to_post(const Ring& r) const noexcept {
 void OfiQp::refresh_direct() noexcept {
     for (Ring* r : {&send_, &recv_}) {
         bool ok = !error_.load(std::memory_order_acquire) && ready_to_post(*r) &&
-                  r->posted.load(std::memory_order_relaxed) == r->tail.load(std::memory_order_relaxed);
+                  r->posted.load(std::memory_order_relaxed) == r->cursors.posted.load(std::memory_order_relaxed);
         r->direct.store(ok, std::memory_order_release);
     }
 }
@@ -352,12 +352,12 @@ void OfiQp::progress_own() noexcept {
     if (recv_cq_ != send_cq_) recv_cq_->kick();
 }
 
-// Hands slots [posted, tail) of `r` to the provider. Caller: the producer, on its fast path or in
+// Hands slots [posted, cursors.posted) of `r` to the provider. Caller: the producer, on its fast path or in
 // post_slow; any other thread only through post_backlog. Returns false when slots remain (the provider
 // stayed busy with -FI_EAGAIN, a fence holds a request back, or the endpoint is not there yet).
 bool OfiQp::post_range(Ring& r) noexcept {
     std::uint64_t p = r.posted.load(std::memory_order_relaxed);
-    const std::uint64_t t = r.tail.load(std::memory_order_acquire);
+    const std::uint64_t t = r.cursors.posted_seen();
     bool notify = false;
     bool complete = true;
     // Gives up the operations of `s` not handed over yet; the slot finishes once those in flight do.
@@ -429,7 +429,7 @@ bool OfiQp::post_range(Ring& r) noexcept {
 // Copies the payload of every inline request still waiting for the provider into the ring, so that the
 // caller's buffer is free when post returns (mu_ held).
 void OfiQp::stash_inline(Ring& r) noexcept {
-    const std::uint64_t t = r.tail.load(std::memory_order_relaxed);
+    const std::uint64_t t = r.cursors.posted.load(std::memory_order_relaxed);
     for (std::uint64_t p = r.posted.load(std::memory_order_relaxed); p < t; ++p) {
         Slot& s = r.at(p);
         if (!s.inline_data || s.ops_posted > 0 || r.inline_size == 0) continue;
@@ -452,7 +452,7 @@ void OfiQp::stash_inline(Ring& r) noexcept {
 void OfiQp::post_backlog(Ring& r) noexcept {
     if (!r.backlog) return;
     if (error_.load(std::memory_order_acquire) || ready_to_post(r)) post_range(r);
-    r.backlog = r.posted.load(std::memory_order_relaxed) != r.tail.load(std::memory_order_relaxed);
+    r.backlog = r.posted.load(std::memory_order_relaxed) != r.cursors.posted.load(std::memory_order_relaxed);
 }
 
 PostStatus OfiQp::post_slow(Ring& r, bool synthetic) noexcept {
@@ -460,7 +460,7 @@ PostStatus OfiQp::post_slow(Ring& r, bool synthetic) noexcept {
     {
         std::lock_guard lock(mu_);
         if (error_.load(std::memory_order_acquire) || ready_to_post(r)) post_range(r);
-        backlog = r.posted.load(std::memory_order_relaxed) != r.tail.load(std::memory_order_relaxed);
+        backlog = r.posted.load(std::memory_order_relaxed) != r.cursors.posted.load(std::memory_order_relaxed);
         r.backlog = backlog;
         if (backlog) stash_inline(r);
         refresh_direct();
@@ -493,8 +493,8 @@ PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
     }
     if (batch.empty()) return PostStatus::ok();
     Ring& r = send_;
-    const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);
-    if (tail + batch.size() - r.freed.load(std::memory_order_acquire) > r.limit) return PostStatus::queue_full();
+    const std::uint64_t tail = r.cursors.head();
+    if (batch.size() > r.cursors.free_slots(r.limit, tail)) return PostStatus::queue_full();
 
     bool flush = error_.load(std::memory_order_acquire);
     if (!flush && peer_gone_.load(std::memory_order_relaxed)) {
@@ -512,7 +512,7 @@ PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
         if (!prepare_send(s, req, flush)) flush = true;
         synthetic |= s.ops_total == 0;
     }
-    r.tail.store(seq, std::memory_order_release);
+    r.cursors.publish(seq);
     service::nudge();
     r.cq->nudge();
     if (r.direct.load(std::memory_order_acquire) && !error_.load(std::memory_order_acquire)) {
@@ -529,8 +529,8 @@ PostStatus OfiQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     if (auto st = detail::validate_recv_batch(batch, caps); !st) return st;
     if (batch.empty()) return PostStatus::ok();
     Ring& r = recv_;
-    const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);
-    if (tail + batch.size() - r.freed.load(std::memory_order_acquire) > r.limit) return PostStatus::queue_full();
+    const std::uint64_t tail = r.cursors.head();
+    if (batch.size() > r.cursors.free_slots(r.limit, tail)) return PostStatus::queue_full();
 
     bool flush = error_.load(std::memory_order_acquire);
     bool synthetic = false;
@@ -541,7 +541,7 @@ PostStatus OfiQp::post_recv(std::span<const RecvRequest> batch) noexcept {
         if (!prepare_recv(s, req, flush)) flush = true;
         synthetic |= s.ops_total == 0;
     }
-    r.tail.store(seq, std::memory_order_release);
+    r.cursors.publish(seq);
     service::nudge();
     r.cq->nudge();
     if (r.direct.load(std::memory_order_acquire) && !error_.load(std::memory_order_acquire)) {
@@ -562,8 +562,8 @@ void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason)
     // On the other queue, requests the provider had finished before this moment keep their status (a
     // message that arrived before the peer went away is delivered); the rest complete flushed.
     Ring& other = &origin == &send_ ? recv_ : send_;
-    const std::uint64_t tail = other.tail.load(std::memory_order_acquire);
-    std::uint64_t first_open = other.freed.load(std::memory_order_acquire);
+    const std::uint64_t tail = other.cursors.posted_seen();
+    std::uint64_t first_open = other.cursors.retired.load(std::memory_order_acquire);
     while (first_open < tail && other.at(first_open).done.load(std::memory_order_acquire)) ++first_open;
     none = no_seq;
     other.flush_from.compare_exchange_strong(none, first_open, std::memory_order_acq_rel);
@@ -602,8 +602,8 @@ void OfiQp::park(Slot& s) noexcept {
 void OfiQp::release_parked() noexcept {
     if (parked_.load(std::memory_order_seq_cst) == 0) return;
     bool any = false;
-    const std::uint64_t tail = recv_.tail.load(std::memory_order_acquire);
-    for (std::uint64_t i = recv_.freed.load(std::memory_order_acquire); i < tail; ++i) {
+    const std::uint64_t tail = recv_.cursors.posted_seen();
+    for (std::uint64_t i = recv_.cursors.retired.load(std::memory_order_acquire); i < tail; ++i) {
         Slot& s = recv_.at(i);
         if (!s.parked.exchange(false, std::memory_order_acq_rel)) continue;
         parked_.fetch_sub(1, std::memory_order_acq_rel);
@@ -778,7 +778,7 @@ std::size_t OfiCq::read_srq_cq(OfiQp& qp, bool closing) noexcept {
             // The receive failed while the QP was still up: it is the error's origin (as absorb_error).
             st = map_error(*profile_, code, err.prov_errno);
             if (code == FI_ECANCELED || st == WcStatus::flushed) st = WcStatus::transport_retry_exceeded;
-            qp.enter_error(qp.recv_, qp.recv_.tail.load(std::memory_order_acquire), st);
+            qp.enter_error(qp.recv_, qp.recv_.cursors.posted_seen(), st);
         }
         Completion c{};
         c.status = st;
@@ -982,7 +982,7 @@ void OfiCq::slot_finished(Slot& s) noexcept {
         // Read from the provider, so it was counted when handed over. A fenced request may be waiting for
         // it: the poll that read it drives the QP.
         if (s.ring->ordered_out.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
-            s.ring->posted.load(std::memory_order_acquire) != s.ring->tail.load(std::memory_order_acquire)) {
+            s.ring->posted.load(std::memory_order_acquire) != s.ring->cursors.posted_seen()) {
             registry::want_attention(s.ring->qp);
         }
     }
@@ -1107,7 +1107,7 @@ std::size_t OfiCq::deliver(std::span<Completion> out, std::size_t n) noexcept {
                 } else if (st != WcStatus::flushed) {
                     c.vendor_err = s.vendor_err;
                 }
-                r.freed.store(r.head + 1, std::memory_order_release);
+                r.cursors.retire_through(r.head);
             }
             s.done.store(false, std::memory_order_relaxed);
             ++r.head;

@@ -683,7 +683,7 @@ bool OfiQp::handle_loss(std::chrono::steady_clock::time_point now) noexcept {
     // The send CQ's consumer (this thread) has read what the provider had: the first request still
     // unfinished is the one the peer's loss ends.
     Ring& r = send_;
-    const std::uint64_t tail = r.tail.load(std::memory_order_acquire);
+    const std::uint64_t tail = r.cursors.posted_seen();
     std::uint64_t seq = r.head;
     while (seq < tail && r.at(seq).done.load(std::memory_order_acquire)) ++seq;
     if (goodbye_.load(std::memory_order_acquire)) {
@@ -750,7 +750,7 @@ void OfiQp::to_error() {
 // What is outstanding flushes: receives are cancelled at the provider; requests it holds complete with what
 // it reports, and every later one flushed. mu_ held.
 void OfiQp::fail_all() noexcept {
-    enter_error(send_, send_.tail.load(std::memory_order_acquire), WcStatus::flushed);
+    enter_error(send_, send_.cursors.posted_seen(), WcStatus::flushed);
     // The verbs provider cannot cancel a posted receive: shutting its connection down moves the QP to
     // error, which flushes them (the peer's provider then flushes its own). Other providers cancel them,
     // and a shutdown would make the peer's provider fail its receives before it hears the goodbye.
