@@ -22,6 +22,7 @@
 #include "event_queue.hpp"
 
 #include <weft/backend.hpp>
+#include <weft/detail/errors.hpp>
 #include <weft/detail/slot_ring.hpp>
 #include <weft/sim/fabric.hpp>
 
@@ -36,6 +37,9 @@
 #include <vector>
 
 namespace weft::sim::detail {
+
+/// Every setup error of the simulator (weft/detail/errors.hpp).
+inline constexpr weft::detail::ErrorSource errors{"sim"};
 
 class SimCq;
 class SimDomain;

@@ -125,7 +125,7 @@ int SimCq::fd() {
     std::lock_guard lock(f.mu);
     if (event_fd_ < 0) {
         event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (event_fd_ < 0) throw_errno(errno, "eventfd failed", "sim", "CompletionQueue::fd");
+        if (event_fd_ < 0) errors.fail_errno(errno, "eventfd failed", "CompletionQueue::fd");
         f.fd_cqs.push_back(this);
         sync_fd();
     }

@@ -54,11 +54,11 @@ std::uint32_t parse_reorder(const Config& cfg) {
         else if (name == "qp_paths") bits |= reorder_qp_paths;
         else if (name == "program") bits |= reorder_program;
         else {
-            throw Error(Errc::invalid_config,
+            errors.fail(Errc::invalid_config,
                         "bad value \"" + std::string(*v) + "\" for key 'reorder' of backend 'sim' (\"" +
                             std::string(name) + "\" is not a behaviour); accepted: all, none, or names joined by '|' "
                             "from torn, read_after_write, jitter, qp_paths, program",
-                        "sim", "open");
+                        "open");
         }
         rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
     }
@@ -89,11 +89,11 @@ Params parse_params(const Config& cfg) {
     if (auto token = cfg.get("schedule")) {
         if (token->empty() || token->size() > 1'000'000 ||
             token->find_first_not_of("012") != std::string_view::npos) {
-            throw Error(Errc::invalid_config,
+            errors.fail(Errc::invalid_config,
                         "bad value for key 'schedule' of backend 'sim' (" + std::to_string(token->size()) +
                             " characters): a schedule token is 1 to 1000000 digits 0, 1 or 2, as "
                             "weft::testing::explore prints it",
-                        "sim", "open");
+                        "open");
         }
         p.exploring = true;
         for (char c : *token) p.schedule.push_back(static_cast<std::uint8_t>(c - '0'));
@@ -158,7 +158,7 @@ int SimDomain::event_fd() {
     std::lock_guard lock(fabric_->mu);
     if (event_fd_ < 0) {
         event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (event_fd_ < 0) throw_errno(errno, "eventfd failed", "sim", "Domain::event_fd");
+        if (event_fd_ < 0) errors.fail_errno(errno, "eventfd failed", "Domain::event_fd");
         fabric_->fd_domains.push_back(this);
         sync_event_fd();
     }
@@ -210,8 +210,7 @@ std::unique_ptr<weft::detail::MrImpl> SimDomain::register_memory(void* addr, std
     fabric_->enter_call(node_, true);
     if (fabric_->fail_registrations > 0) {
         --fabric_->fail_registrations;
-        throw Error(Errc::resource_exhausted, "injected failure (sim::Fabric::fail_next_registration)", "sim",
-                    "register_memory");
+        errors.fail(Errc::resource_exhausted, "injected failure (sim::Fabric::fail_next_registration)", "register_memory");
     }
     std::uint32_t slot;
     if (!free_mr_slots_.empty()) {
@@ -219,8 +218,7 @@ std::unique_ptr<weft::detail::MrImpl> SimDomain::register_memory(void* addr, std
         free_mr_slots_.pop_back();
     } else {
         if (mrs_.size() >= (1u << 24) - 2) {
-            throw Error(Errc::resource_exhausted, "the node has the most memory regions it supports", "sim",
-                        "register_memory");
+            errors.fail(Errc::resource_exhausted, "the node has the most memory regions it supports", "register_memory");
         }
         slot = static_cast<std::uint32_t>(mrs_.size());
         mrs_.emplace_back();
@@ -277,22 +275,20 @@ std::unique_ptr<weft::detail::QpImpl> SimDomain::create_qp(const weft::detail::Q
     for (const auto* cq : {setup.send_cq.get(), setup.recv_cq.get()}) {
         const auto* sim_cq = dynamic_cast<const SimCq*>(cq);
         if (!sim_cq || &sim_cq->domain() != this) {
-            throw Error(Errc::invalid_argument, "a QP's CQs must come from the same domain", "sim", "create_qp");
+            errors.fail(Errc::invalid_argument, "a QP's CQs must come from the same domain", "create_qp");
         }
     }
     if (setup.srq) {
         const auto* sim_srq = dynamic_cast<const SimSrq*>(setup.srq.get());
         if (!sim_srq || &sim_srq->domain() != this) {
-            throw Error(Errc::invalid_argument, "a QP's shared receive queue must come from the same domain", "sim",
-                        "create_qp");
+            errors.fail(Errc::invalid_argument, "a QP's shared receive queue must come from the same domain", "create_qp");
         }
     }
     {
         std::lock_guard lock(fabric_->mu);
         if (fabric_->fail_qp_creations > 0) {
             --fabric_->fail_qp_creations;
-            throw Error(Errc::resource_exhausted, "injected failure (sim::Fabric::fail_next_qp_creation)", "sim",
-                        "create_qp");
+            errors.fail(Errc::resource_exhausted, "injected failure (sim::Fabric::fail_next_qp_creation)", "create_qp");
         }
     }
     auto self = std::static_pointer_cast<SimDomain>(shared_from_this());

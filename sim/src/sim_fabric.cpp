@@ -436,9 +436,9 @@ std::uint32_t FabricState::add_qp(SimQp* qp, const SendRing& ring) {
         free_slots_.pop_back();
     } else {
         if (qps_.size() >= max_qps) {
-            throw Error(Errc::resource_exhausted, "the fabric has " + std::to_string(qps_.size()) +
+            errors.fail(Errc::resource_exhausted, "the fabric has " + std::to_string(qps_.size()) +
                                                       " queue pairs, the most it supports",
-                        "sim", "create_qp");
+                        "create_qp");
         }
         slot = static_cast<std::uint32_t>(qps_.size());
         qps_.emplace_back();
@@ -468,11 +468,11 @@ std::shared_ptr<FabricState> attach_fabric(const Params& params) {
     if (auto it = fabrics.find(params.name); it != fabrics.end()) {
         if ((existing = it->second.lock())) {
             if (!(existing->params == params)) {
-                throw Error(Errc::invalid_config,
+                errors.fail(Errc::invalid_config,
                             "fabric '" + params.name + "' is already open with " + describe(existing->params) +
                                 "; a domain joining it must use the same parameters (asked: " +
                                 describe(params) + ")",
-                            "sim", "open");
+                            "open");
             }
             return existing;
         }
@@ -501,9 +501,8 @@ std::uint64_t rnr_delay_ns(std::uint8_t code) noexcept {
 Fabric Fabric::of(const Domain& domain) {
     auto* sim_domain = dynamic_cast<detail::SimDomain*>(domain.impl());
     if (!sim_domain) {
-        throw Error(Errc::invalid_argument,
-                    "the domain is not a sim domain (backend '" + domain.capabilities().backend + "')", "sim",
-                    "sim::Fabric::of");
+        detail::errors.fail(Errc::invalid_argument,
+                    "the domain is not a sim domain (backend '" + domain.capabilities().backend + "')", "sim::Fabric::of");
     }
     return Fabric(sim_domain->fabric());
 }
@@ -544,7 +543,7 @@ namespace {
 
 std::uint32_t node_of(const Domain& domain) {
     auto* d = dynamic_cast<detail::SimDomain*>(domain.impl());
-    if (!d) throw Error(Errc::invalid_argument, "the domain is not a sim domain", "sim", "sim::Fabric");
+    if (!d) detail::errors.fail(Errc::invalid_argument, "the domain is not a sim domain", "sim::Fabric");
     return d->node();
 }
 
@@ -555,8 +554,8 @@ std::uint64_t until(std::uint64_t now, std::chrono::nanoseconds d) {
 
 void check_probability(double p, const char* what) {
     if (!(p >= 0 && p <= 1)) {
-        throw Error(Errc::invalid_argument, std::string(what) + " must be a probability in [0, 1], got " + std::to_string(p),
-                    "sim", "sim::Fabric::set_faults");
+        detail::errors.fail(Errc::invalid_argument, std::string(what) + " must be a probability in [0, 1], got " + std::to_string(p),
+                    "sim::Fabric::set_faults");
     }
 }
 

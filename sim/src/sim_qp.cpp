@@ -123,10 +123,10 @@ void SimQp::connect(std::span<const std::byte> peer) {
                     std::to_string(peer_node) + " (a corrupted or forged address)");
     }
     if (state_ != QpState::init) {
-        throw Error(Errc::invalid_state,
+        errors.fail(Errc::invalid_state,
                     "QP " + std::to_string(qp_num) + " is in state " + std::string(to_string(state_)) +
                         "; connect needs a fresh QP (init)",
-                    "sim", "QueuePair::connect");
+                    "QueuePair::connect");
     }
     remote_qpn_ = peer_qpn;
     if (fabric_.reorders(reorder_qp_paths)) {

@@ -93,10 +93,10 @@ public:
         std::unique_lock lock(t.mu);
         const auto deadline = std::chrono::steady_clock::now() + timeout;
         if (!t.cv.wait_until(lock, deadline, [&] { return !endpoint_->pending.empty(); })) {
-            throw Error(std::make_error_code(std::errc::timed_out),
+            errors.fail(std::errc::timed_out,
                         "no connect() to '" + where_.text() + "' on fabric '" + dom_->fabric()->params.name +
                             "' within " + ms_text(timeout),
-                        "sim", "Listener::accept");
+                        "Listener::accept");
         }
         std::shared_ptr<Request> r = std::move(endpoint_->pending.front());
         endpoint_->pending.pop_front();
@@ -122,9 +122,9 @@ public:
         // The connector connects its QP as soon as it wakes; it never waits for anything else.
         t.cv.wait(lock, [&] { return r->state != Request::State::accepted; });
         if (r->state == Request::State::failed) {
-            throw Error(std::make_error_code(std::errc::connection_aborted),
+            errors.fail(std::errc::connection_aborted,
                         "the peer's connect() to '" + where_.text() + "' failed to connect its QP: " + r->refusal,
-                        "sim", "Listener::accept");
+                        "Listener::accept");
         }
         return std::move(r->connector_data);
     }
@@ -147,20 +147,20 @@ std::unique_ptr<weft::detail::ListenerImpl> SimDomain::listen(const weft::detail
         std::uint32_t port = first_free_port;
         while (port <= 65535 && t.endpoints.count(Key{fabric_.get(), bound.host, port}) != 0) ++port;
         if (port > 65535) {
-            throw Error(Errc::resource_exhausted,
+            errors.fail(Errc::resource_exhausted,
                         "every port of '" + bound.host + "' from " + std::to_string(first_free_port) +
                             " up is listened on in fabric '" + fabric_->params.name + "'",
-                        "sim", "listen");
+                        "listen");
         }
         bound.port = static_cast<std::uint16_t>(port);
     }
     auto [it, inserted] =
         t.endpoints.try_emplace(Key{fabric_.get(), bound.host, bound.port}, std::make_shared<Endpoint>());
     if (!inserted) {
-        throw Error(std::make_error_code(std::errc::address_in_use),
+        errors.fail(std::errc::address_in_use,
                     "'" + bound.text() + "' is already listened on in fabric '" + fabric_->params.name +
                         "'; destroy that Listener first, or ask for port 0",
-                    "sim", "listen");
+                    "listen");
     }
     auto self = std::static_pointer_cast<SimDomain>(shared_from_this());
     return std::make_unique<SimListener>(std::move(self), std::move(bound), it->second);
@@ -178,10 +178,10 @@ std::vector<std::byte> SimDomain::connect_to(weft::detail::QpImpl& qp, const wef
     std::unique_lock lock(t.mu);
     const auto it = t.endpoints.find(Key{fabric_.get(), where.host, where.port});
     if (it == t.endpoints.end()) {
-        throw Error(std::make_error_code(std::errc::connection_refused),
+        errors.fail(std::errc::connection_refused,
                     "nothing listens on '" + where.text() + "' in fabric '" + fabric_->params.name +
                         "' (listeners in that fabric: " + listening_on(t, fabric_.get()) + ")",
-                    "sim", call);
+                    call);
     }
     std::shared_ptr<Endpoint> endpoint = it->second;
     endpoint->pending.push_back(request);
@@ -190,13 +190,13 @@ std::vector<std::byte> SimDomain::connect_to(weft::detail::QpImpl& qp, const wef
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     if (!t.cv.wait_until(lock, deadline, [&] { return request->state != Request::State::pending; })) {
         std::erase(endpoint->pending, request);
-        throw Error(std::make_error_code(std::errc::timed_out),
+        errors.fail(std::errc::timed_out,
                     "the listener at '" + where.text() + "' in fabric '" + fabric_->params.name +
                         "' did not accept within " + ms_text(timeout),
-                    "sim", call);
+                    call);
     }
     if (request->state == Request::State::refused) {
-        throw Error(std::make_error_code(std::errc::connection_refused), request->refusal, "sim", call);
+        errors.fail(std::errc::connection_refused, request->refusal, call);
     }
     // Still under the rendezvous lock (taken before the fabric's, as in accept), so that accept() returns
     // only after this QP is connected.
