@@ -243,14 +243,20 @@ std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> p
 std::string read_frame(const ReadExact& read, Frame& out) {
     std::array<std::byte, frame_header> h{};
     if (auto why = read(h.data(), h.size()); !why.empty()) return why;
-    if (std::memcmp(h.data(), frame_magic.data(), frame_magic.size()) != 0) {
-        return "the peer does not speak weft's ofi rendezvous (bad magic)";
+    const detail::WireReader r(h, {});
+    std::uint32_t length = 0;
+    if (auto why = detail::wire_problem([&] {
+            r.expect_magic(std::as_bytes(std::span(frame_magic)),
+                           "the peer does not speak weft's ofi rendezvous (bad magic)");
+            const auto kind = r.at<std::uint32_t>(8, "frame kind");
+            length = r.at<std::uint32_t>(12, "frame length");
+            if (kind < 1 || kind > 3) r.fail("unknown frame kind " + std::to_string(kind));
+            if (length > frame_max) r.fail("frame of " + std::to_string(length) + " bytes (at most 65536 accepted)");
+            out.kind = static_cast<FrameKind>(kind);
+        });
+        !why.empty()) {
+        return why;
     }
-    const auto kind = detail::get_le<std::uint32_t>(h.data() + 8);
-    const auto length = detail::get_le<std::uint32_t>(h.data() + 12);
-    if (kind < 1 || kind > 3) return "unknown frame kind " + std::to_string(kind);
-    if (length > frame_max) return "frame of " + std::to_string(length) + " bytes (at most 65536 accepted)";
-    out.kind = static_cast<FrameKind>(kind);
     out.payload.assign(length, std::byte{0});
     if (length == 0) return {};
     return read(out.payload.data(), length);
@@ -265,22 +271,24 @@ std::vector<std::byte> encode_greeting(std::span<const std::byte> address, std::
 }
 
 std::string split_greeting(std::span<const std::byte> payload, Greeting& out) {
-    if (payload.size() < 2) {
-        return "a greeting of " + std::to_string(payload.size()) + " bytes has no address length (2 bytes)";
-    }
-    const std::size_t n = detail::get_le<std::uint16_t>(payload.data());
-    if (n > payload.size() - 2) {
-        return "the greeting's address of " + std::to_string(n) + " bytes overruns its " +
-               std::to_string(payload.size() - 2) + " bytes";
-    }
-    const std::size_t extra = payload.size() - 2 - n;
-    if (extra > max_private_data) {
-        return "the greeting carries " + std::to_string(extra) + " bytes of private data (at most " +
-               std::to_string(max_private_data) + " accepted)";
-    }
-    out.address = payload.subspan(2, n);
-    out.private_data = payload.subspan(2 + n);
-    return {};
+    detail::WireReader r(payload, {});
+    return detail::wire_problem([&] {
+        if (payload.size() < 2) {
+            r.fail("a greeting of " + std::to_string(payload.size()) + " bytes has no address length (2 bytes)");
+        }
+        const std::size_t n = r.get<std::uint16_t>("address length");
+        if (n > r.remaining()) {
+            r.fail("the greeting's address of " + std::to_string(n) + " bytes overruns its " +
+                   std::to_string(r.remaining()) + " bytes");
+        }
+        const auto address = r.take(n, "address");
+        if (r.remaining() > max_private_data) {
+            r.fail("the greeting carries " + std::to_string(r.remaining()) + " bytes of private data (at most " +
+                   std::to_string(max_private_data) + " accepted)");
+        }
+        out.address = address;
+        out.private_data = r.take(r.remaining(), "private data");
+    });
 }
 
 std::string printable(std::span<const std::byte> text) { return weft::detail::printable(text, refusal_text_max); }

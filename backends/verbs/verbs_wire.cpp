@@ -113,35 +113,41 @@ std::vector<std::uint8_t> encode_frame(FrameKind kind, std::span<const std::byte
 
 std::string decode_frame(const void* data, std::size_t size, FrameKind kind, std::span<const std::byte>& payload) {
     payload = {};
-    const auto* b = static_cast<const std::uint8_t*>(data);
     const std::string what = kind == FrameKind::address   ? "weft QP address"
                              : kind == FrameKind::request ? "weft connect request"
                                                           : "weft refusal";
-    if (b == nullptr || size == 0) return "no private data, so no " + what + " (a peer that is not weft?)";
-    if (size < frame_header || b[0] != 'w' || b[1] != static_cast<std::uint8_t>(frame_magic(kind))) {
-        return "private data of " + std::to_string(size) + " bytes that holds no " + what +
-               " (a peer that is not weft?)";
-    }
-    if (b[2] != frame_version) {
-        return "private data framed in version " + std::to_string(b[2]) + " (accepted: " +
-               std::to_string(frame_version) + ")";
-    }
-    const std::size_t claimed = b[3];
-    if (claimed > size - frame_header) {
-        return "private data that claims " + std::to_string(claimed) + " bytes of payload but holds " +
-               std::to_string(size - frame_header);
-    }
-    if (kind == FrameKind::address && (claimed < address_size || claimed > address_size + max_private_data)) {
-        return "private data with a " + std::to_string(claimed) + "-byte answer (accepted: a " +
-               std::to_string(address_size) + "-byte QP address and at most " + std::to_string(max_private_data) +
-               " bytes of reply)";
-    }
-    if (kind == FrameKind::request && (claimed < request_fixed || claimed > request_fixed + max_private_data)) {
-        return "private data with a " + std::to_string(claimed) + "-byte connect request (accepted: " +
-               std::to_string(request_fixed) + " to " + std::to_string(request_fixed + max_private_data) + " bytes)";
-    }
-    payload = std::span<const std::byte>(reinterpret_cast<const std::byte*>(b + frame_header), claimed);
-    return {};
+    if (data == nullptr || size == 0) return "no private data, so no " + what + " (a peer that is not weft?)";
+    const detail::WireReader r({static_cast<const std::byte*>(data), size}, {});
+    std::span<const std::byte> found;
+    std::string problem = detail::wire_problem([&] {
+        if (size < frame_header || r.at<std::uint8_t>(0, "magic") != 'w' ||
+            r.at<std::uint8_t>(1, "magic") != static_cast<std::uint8_t>(frame_magic(kind))) {
+            r.fail("private data of " + std::to_string(size) + " bytes that holds no " + what +
+                   " (a peer that is not weft?)");
+        }
+        if (const auto v = r.at<std::uint8_t>(2, "version"); v != frame_version) {
+            r.fail("private data framed in version " + std::to_string(v) + " (accepted: " +
+                   std::to_string(frame_version) + ")");
+        }
+        const std::size_t claimed = r.at<std::uint8_t>(3, "payload length");
+        if (claimed > size - frame_header) {
+            r.fail("private data that claims " + std::to_string(claimed) + " bytes of payload but holds " +
+                   std::to_string(size - frame_header));
+        }
+        if (kind == FrameKind::address && (claimed < address_size || claimed > address_size + max_private_data)) {
+            r.fail("private data with a " + std::to_string(claimed) + "-byte answer (accepted: a " +
+                   std::to_string(address_size) + "-byte QP address and at most " +
+                   std::to_string(max_private_data) + " bytes of reply)");
+        }
+        if (kind == FrameKind::request && (claimed < request_fixed || claimed > request_fixed + max_private_data)) {
+            r.fail("private data with a " + std::to_string(claimed) + "-byte connect request (accepted: " +
+                   std::to_string(request_fixed) + " to " + std::to_string(request_fixed + max_private_data) +
+                   " bytes)");
+        }
+        found = r.span(frame_header, claimed, "payload");
+    });
+    if (problem.empty()) payload = found;
+    return problem;
 }
 
 std::vector<std::byte> encode_request(const Request& r) {
@@ -155,22 +161,24 @@ std::vector<std::byte> encode_request(const Request& r) {
 }
 
 std::string decode_request(std::span<const std::byte> payload, Request& out) {
-    if (payload.size() < request_fixed || payload.size() > request_fixed + max_private_data) {
-        return "a connect request of " + std::to_string(payload.size()) + " bytes (accepted: " +
-               std::to_string(request_fixed) + " to " + std::to_string(request_fixed + max_private_data) + ")";
-    }
-    const auto flags = std::to_integer<unsigned>(payload[0]);
-    if ((flags & 0x0e) != 0) return "a connect request with unknown flags " + hex(flags & 0x0fu);
-    const unsigned mtu = flags >> 4;
-    if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
-        return "a connect request with MTU code " + std::to_string(mtu) + " (accepted: 1..5)";
-    }
-    out.has_gid = (flags & 1) != 0;
-    out.mtu = static_cast<ibv_mtu>(mtu);
-    out.psn = std::to_integer<std::uint32_t>(payload[1]) | (std::to_integer<std::uint32_t>(payload[2]) << 8) |
-              (std::to_integer<std::uint32_t>(payload[3]) << 16);
-    out.private_data = payload.subspan(request_fixed);
-    return {};
+    const detail::WireReader r(payload, {});
+    return detail::wire_problem([&] {
+        if (payload.size() < request_fixed || payload.size() > request_fixed + max_private_data) {
+            r.fail("a connect request of " + std::to_string(payload.size()) + " bytes (accepted: " +
+                   std::to_string(request_fixed) + " to " + std::to_string(request_fixed + max_private_data) + ")");
+        }
+        const unsigned flags = r.at<std::uint8_t>(0, "flags");
+        if ((flags & 0x0e) != 0) r.fail("a connect request with unknown flags " + hex(flags & 0x0fu));
+        const unsigned mtu = flags >> 4;
+        if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
+            r.fail("a connect request with MTU code " + std::to_string(mtu) + " (accepted: 1..5)");
+        }
+        out.has_gid = (flags & 1) != 0;
+        out.mtu = static_cast<ibv_mtu>(mtu);
+        out.psn = r.at<std::uint8_t>(1, "PSN") | (std::uint32_t{r.at<std::uint8_t>(2, "PSN")} << 8) |
+                  (std::uint32_t{r.at<std::uint8_t>(3, "PSN")} << 16);
+        out.private_data = r.span(request_fixed, payload.size() - request_fixed, "private data");
+    });
 }
 
 std::string printable(std::span<const std::byte> text) { return weft::detail::printable(text, max_refusal_text); }

@@ -14,6 +14,9 @@
 //
 //   weft::detail::WireWriter w(out);                // a span of the encoding's size
 //   w.bytes(magic); w.u8(1); w.skip(2); w.put<std::uint32_t>(qpn); w.checksum();
+//
+// A decoder whose problems are text (a handshake frame, refused back to the peer) runs the same reads
+// inside wire_problem(), which returns the reason instead of throwing it.
 #pragma once
 
 #include <weft/detail/bytes.hpp>
@@ -179,5 +182,18 @@ private:
     std::span<std::byte> out_;
     std::size_t offset_ = 0;
 };
+
+/// For a decoder that reports a problem as text rather than throwing (a handshake frame, whose problem goes
+/// back to the peer as a refusal): runs `decode`, which reads through a WireReader, and returns the
+/// reader's reason when it failed, or an empty string.
+template <class F>
+std::string wire_problem(F&& decode) {
+    try {
+        decode();
+        return {};
+    } catch (const Error& e) {
+        return e.message();
+    }
+}
 
 }  // namespace weft::detail
