@@ -78,10 +78,6 @@ struct SlotRing {
     Pos free_slots(Pos capacity, Pos head) const noexcept {
         return static_cast<Pos>(capacity - static_cast<Pos>(head - load(retired, std::memory_order_acquire)));
     }
-    /// Whether `n` more requests fit in a queue of `capacity`, `head` being head() (n >= 1).
-    bool fits(Pos capacity, Pos head, Pos n) const noexcept {
-        return static_cast<Pos>(n - 1) < free_slots(capacity, head);
-    }
     /// Makes the slots before `end` visible to the poller; their contents are written before this.
     void publish(Pos end) noexcept { store(posted, end, std::memory_order_release); }
 
