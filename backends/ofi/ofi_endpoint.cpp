@@ -13,6 +13,7 @@
 #include "ofi.hpp"
 
 #include <weft/detail/bytes.hpp>
+#include <weft/detail/wire.hpp>
 
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
@@ -523,9 +524,14 @@ bool OfiQp::drive_cm() noexcept {
         switch (event) {
             case FI_CONNREQ: {
                 InfoPtr request(cm->info);
-                bool expected = cm_ == Cm::passive_wait_request && data_len >= 16 &&
-                                detail::get_le<std::uint64_t>(data) == peer_addr_.nonce &&
-                                detail::get_le<std::uint64_t>(data + 8) == nonce_;
+                // The connect request's parameter: the peer's nonce and ours, as its address and ours carry them.
+                const detail::WireReader param({data, data_len}, {});
+                const bool expected = cm_ == Cm::passive_wait_request && detail::wire_problem([&] {
+                                          if (param.at<std::uint64_t>(0, "nonce") != peer_addr_.nonce ||
+                                              param.at<std::uint64_t>(8, "peer nonce") != nonce_) {
+                                              param.fail("not the peer this QP was told to expect");
+                                          }
+                                      }).empty();
                 if (!expected) {
                     fi_reject(pep_.get(), request->handle, nullptr, 0);
                     break;
