@@ -1,6 +1,7 @@
 // The user-facing handles: thin, move-only owners that forward to the backend's implementation. Their
 // data-path calls (poll, post_send, post_recv) live in handles_datapath.cpp.
 #include <weft/backend.hpp>
+#include <weft/detail/options.hpp>
 #include <weft/domain.hpp>
 #include <weft/error.hpp>
 #include <weft/log.hpp>
@@ -11,6 +12,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdint>
+#include <iterator>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -181,8 +184,34 @@ MemoryRegion Domain::register_memory(void* addr, std::size_t length, Access acce
     return mr;
 }
 
-CompletionQueue Domain::create_cq(const CqOptions& options) {
+namespace {
+
+// Every size each option struct has had, oldest first (weft/detail/options.hpp): a member is added at a
+// struct's end, and its new size appended here. On LP64, the ABI weft is built for.
+constexpr std::uint32_t cq_options_sizes[] = {12};
+constexpr std::uint32_t qp_options_sizes[] = {56};
+constexpr std::uint32_t srq_options_sizes[] = {20};
+static_assert(sizeof(void*) != 8 || (sizeof(CqOptions) == std::end(cq_options_sizes)[-1] &&
+                                     sizeof(QpOptions) == std::end(qp_options_sizes)[-1] &&
+                                     sizeof(SrqOptions) == std::end(srq_options_sizes)[-1]),
+              "an option struct grew: append its new size to its list above");
+
+// The options as this libweft reads them, whatever weft the program was built against.
+template <class T, std::size_t N>
+T read_options(const T& given, const std::uint32_t (&sizes)[N], const char* type, const std::string& backend,
+               const char* object) {
+    T out;
+    if (auto problem = detail::read_sized(given, std::span<const std::uint32_t>(sizes), type, out)) {
+        throw Error(Errc::invalid_argument, *problem, backend, object);
+    }
+    return out;
+}
+
+}  // namespace
+
+CompletionQueue Domain::create_cq(const CqOptions& given) {
     if (!impl_) empty_handle("Domain::create_cq");
+    const CqOptions options = read_options(given, cq_options_sizes, "CqOptions", impl_->caps.backend, "create_cq");
     if (options.depth == 0 || options.depth > impl_->caps.max_cqe) {
         throw Error(Errc::invalid_argument,
                     "depth " + std::to_string(options.depth) + " is outside 1.." +
@@ -205,8 +234,9 @@ CompletionQueue Domain::create_cq(const CqOptions& options) {
     return cq;
 }
 
-QueuePair Domain::create_qp(const QpOptions& options) {
+QueuePair Domain::create_qp(const QpOptions& given) {
     if (!impl_) empty_handle("Domain::create_qp");
+    const QpOptions options = read_options(given, qp_options_sizes, "QpOptions", impl_->caps.backend, "create_qp");
     detail::QpSetup setup{options, nullptr, nullptr};
     for (auto [ref, name, out] : {std::tuple{options.send_cq, "send_cq", &setup.send_cq},
                                   std::tuple{options.recv_cq, "recv_cq", &setup.recv_cq}}) {
@@ -243,9 +273,10 @@ QueuePair Domain::create_qp(const QpOptions& options) {
     return QueuePair(std::move(qp));
 }
 
-SharedReceiveQueue Domain::create_srq(const SrqOptions& options) {
+SharedReceiveQueue Domain::create_srq(const SrqOptions& given) {
     if (!impl_) empty_handle("Domain::create_srq");
     const Capabilities& caps = impl_->caps;
+    const SrqOptions options = read_options(given, srq_options_sizes, "SrqOptions", caps.backend, "create_srq");
     if (!caps.has(Feature::srq)) {
         // The backend's own default says what it lacks and what to do instead.
         return SharedReceiveQueue(impl_->create_srq(options));

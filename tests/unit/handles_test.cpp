@@ -1,4 +1,5 @@
 // Handles: move-only ownership, release on assignment, setup validation with clear errors.
+#include <weft/detail/options.hpp>
 #include <weft/weft.hpp>
 
 #include <boost/test/unit_test.hpp>
@@ -144,6 +145,66 @@ BOOST_AUTO_TEST_CASE(qp_options_out_of_range_are_named) {
     BOOST_TEST(contains(what_of([&] { dom.create_qp(o); }), "rnr_retry = 8"));
     BOOST_TEST(contains(what_of([&] { dom.create_qp({.send_cq = cq}); }), "recv_cq is not set"));
     BOOST_TEST(contains(what_of([&] { dom.create_cq({.depth = 0}); }), "depth 0 is outside"));
+}
+
+BOOST_AUTO_TEST_CASE(option_structs_carry_their_size) {
+    BOOST_TEST(CqOptions{}.struct_size == sizeof(CqOptions));
+    BOOST_TEST((QpOptions{.max_send = 4}.struct_size == sizeof(QpOptions)));
+    BOOST_TEST(SrqOptions{}.struct_size == sizeof(SrqOptions));
+    auto dom = open("sim:fabric=handles_sized");
+    // A program built against a newer weft passes a longer struct: refused, saying so, and nothing created.
+    struct Longer {
+        CqOptions known;
+        std::uint64_t added = 0;
+    } longer;
+    longer.known.struct_size = sizeof(Longer);
+    const Error newer = error_of([&] { (void)dom.create_cq(longer.known); });
+    BOOST_TEST(newer.code() == make_error_code(Errc::invalid_argument));
+    BOOST_TEST(contains(newer.what(), "CqOptions of " + std::to_string(sizeof(Longer)) + " bytes"));
+    BOOST_TEST(contains(newer.what(), "built against a newer weft"));
+    // A size the struct never had (written by hand): refused with the sizes it had.
+    QpOptions bad;
+    bad.struct_size = 7;
+    const Error never = error_of([&] { (void)dom.create_qp(bad); });
+    BOOST_TEST(contains(never.what(), "QpOptions::struct_size is 7, a size QpOptions never had (" +
+                                          std::to_string(sizeof(QpOptions)) + ")"));
+    SrqOptions srq;
+    srq.struct_size = sizeof(SrqOptions) - 4;
+    BOOST_TEST(contains(what_of([&] { (void)dom.create_srq(srq); }), "SrqOptions::struct_size is"));
+    // The struct's own size goes through as before.
+    auto cq = dom.create_cq({.depth = 8});
+    BOOST_TEST(cq.depth() >= 8u);
+}
+
+// What an older program gets: the bytes it filled, and the defaults of the members added since.
+BOOST_AUTO_TEST_CASE(a_shorter_option_struct_is_read_with_the_defaults_of_later_members) {
+    struct Grown {
+        std::uint32_t struct_size = sizeof(Grown);
+        std::uint32_t depth = 256;
+        std::uint32_t added = 7;     // a member a later weft appended
+        std::uint32_t added2 = 9;
+    };
+    constexpr std::uint32_t sizes[] = {8, 12, 16};
+    // The older program's struct ends after `depth`; what lies beyond it in memory is not its.
+    Grown given;
+    given.struct_size = 8;
+    given.depth = 64;
+    given.added = 0xdead;
+    given.added2 = 0xbeef;
+    Grown out;
+    out.depth = 1;
+    BOOST_TEST(!weft::detail::read_sized(given, sizes, "Grown", out).has_value());
+    BOOST_TEST(out.struct_size == sizeof(Grown));
+    BOOST_TEST(out.depth == 64u);
+    BOOST_TEST(out.added == 7u);
+    BOOST_TEST(out.added2 == 9u);
+    given.struct_size = 12;
+    BOOST_TEST(!weft::detail::read_sized(given, sizes, "Grown", out).has_value());
+    BOOST_TEST(out.added == 0xdeadu);
+    BOOST_TEST(out.added2 == 9u);
+    given.struct_size = 10;
+    const auto problem = weft::detail::read_sized(given, sizes, "Grown", out);
+    BOOST_TEST((problem && contains(*problem, "a size Grown never had (8, 12, 16)")));
 }
 
 BOOST_AUTO_TEST_CASE(empty_handles_fail_clearly) {

@@ -126,6 +126,11 @@ private:
 
 /// Options of Domain::create_cq.
 struct CqOptions {
+    /// The size of this struct as the program was compiled: set by its default, never by hand. The struct
+    /// grows only by members added at its end, so libweft takes the options of a program built against an
+    /// older weft (a smaller size) with the defaults of the members added since, and refuses a size it does
+    /// not know (a program built against a newer weft) with an error that says so.
+    std::uint32_t struct_size = sizeof(CqOptions);
     std::uint32_t depth = 256;  ///< completions the queue holds; the backend may round up
     /// Any number of threads may poll and wait on this CQ at once (weft serializes them with a lock). Off,
     /// one thread at a time may poll or wait — any thread, not necessarily the same one each time.
@@ -134,6 +139,11 @@ struct CqOptions {
 
 /// RC queue-pair options. Transport attributes carry their verbs meanings (IB spec encodings).
 struct QpOptions {
+    /// The size of this struct as the program was compiled: set by its default, never by hand. The struct
+    /// grows only by members added at its end, so libweft takes the options of a program built against an
+    /// older weft (a smaller size) with the defaults of the members added since, and refuses a size it does
+    /// not know (a program built against a newer weft) with an error that says so.
+    std::uint32_t struct_size = sizeof(QpOptions);
     CqRef send_cq;                      ///< where completions of send-queue requests go (required)
     CqRef recv_cq;                      ///< where completions of receives go (required; may be send_cq)
     std::uint32_t max_send = 128;       ///< send-queue requests outstanding at once
@@ -155,6 +165,11 @@ struct QpOptions {
 
 /// Options of Domain::create_srq.
 struct SrqOptions {
+    /// The size of this struct as the program was compiled: set by its default, never by hand. The struct
+    /// grows only by members added at its end, so libweft takes the options of a program built against an
+    /// older weft (a smaller size) with the defaults of the members added since, and refuses a size it does
+    /// not know (a program built against a newer weft) with an error that says so.
+    std::uint32_t struct_size = sizeof(SrqOptions);
     std::uint32_t max_recv = 1024;  ///< receives posted and not yet taken by a message, at once
     std::uint32_t max_sge = 1;      ///< segments per receive
     /// Arms the limit event at once, as SharedReceiveQueue::arm_limit would (0: not armed).
