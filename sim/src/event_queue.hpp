@@ -55,10 +55,9 @@ public:
 
     void push(const T& item) {
         ++size_;
-        if (item.time < cursor_) {
+        if (item.time < cursor_) [[unlikely]] {
             if (cursor_ - item.time < rewind_gap) {
-                early_.push_back(item);
-                std::push_heap(early_.begin(), early_.end(), later);
+                push_early(item);
                 return;
             }
             rewind(item.time);
@@ -88,12 +87,9 @@ public:
     T pop() noexcept {
         --size_;
         const std::uint32_t n = front_ != nil ? front_ : wheel_front();
-        if (!early_.empty() && (n == nil || later(nodes_[n].item, early_.front()))) {
+        if (!early_.empty() && (n == nil || later(nodes_[n].item, early_.front()))) [[unlikely]] {
             front_ = n;  // still the wheel's front
-            std::pop_heap(early_.begin(), early_.end(), later);
-            T item = early_.back();
-            early_.pop_back();
-            return item;
+            return pop_early();
         }
         front_ = nil;
         // n heads a level-0 slot: unlink it.
@@ -160,13 +156,26 @@ private:
         l.tail = n;
     }
 
-    // Moves the cursor back to `t`, before every event in the wheel. With m the highest byte in which `t`
+    // Out of line, as are pop_early() and rewind(): the common push and pop keep few registers to save.
+    [[gnu::noinline]] void push_early(const T& item) {
+        early_.push_back(item);
+        std::push_heap(early_.begin(), early_.end(), later);
+    }
+
+    [[gnu::noinline]] T pop_early() noexcept {
+        std::pop_heap(early_.begin(), early_.end(), later);
+        T item = early_.back();
+        early_.pop_back();
+        return item;
+    }
+
+    // Moves the cursor back to `t`, before every event in the wheel. With m the highest digit in which `t`
     // and the cursor differ, an event at a level above m keeps its list, and so does one at level m (its
-    // byte m is above the cursor's, hence above t's); an event at a lower level shares the cursor's bytes
-    // from m up, so relative to `t` it belongs to slot (cursor's byte m) of level m, which is empty: the
+    // digit m is above the cursor's, hence above t's); an event at a lower level shares the cursor's digits
+    // from m up, so relative to `t` it belongs to slot (cursor's digit m) of level m, which is empty: the
     // lower levels' lists are spliced into it whole, and spread again when the cursor gets there. Events of
     // one time sit in one list, so they stay in sequence order. One splice per non-empty list.
-    void rewind(std::uint64_t t) noexcept {
+    [[gnu::noinline]] void rewind(std::uint64_t t) noexcept {
         const unsigned m = static_cast<unsigned>(63 - std::countl_zero(t ^ cursor_)) / digit_bits;
         List& into = lists_[m * slots + static_cast<std::uint32_t>((cursor_ >> (m * digit_bits)) & (slots - 1))];
         const std::uint32_t into_index = static_cast<std::uint32_t>(&into - lists_.data());
@@ -244,7 +253,7 @@ private:
     std::array<std::uint64_t, mid_words> mid_{};        // bit w % 64 of mid_[w / 64]: bits_[w] is not 0
     std::uint64_t summary_ = 0;                         // bit j: mid_[j] is not 0
     std::uint32_t front_ = nil;  // the wheel's earliest node as top() found it (heading a level-0 list), or nil
-    std::uint64_t cursor_ = 0;  // no item in the wheel is earlier; an item at level k shares the bytes above k
+    std::uint64_t cursor_ = 0;  // no item in the wheel is earlier; an item at level k shares the digits above k
     std::vector<T> early_;      // binary heap of items pushed with a time before cursor_ (a rewind may since have moved it back)
     std::size_t size_ = 0;
 };
