@@ -2,16 +2,12 @@
 // pending: a hierarchical timing wheel over the 64-bit virtual time, with a small heap beside it for the rare
 // event scheduled before the wheel's cursor.
 //
-// The wheel has 4 levels of 65,536 slots, one level per 16 bits of the time (a "digit"). An event goes to
-// the level of the highest digit in which its time differs from the cursor, into the slot named by that digit
-// of its time; so a level-0 slot holds events of one exact time, and a higher slot a range of times. Popping
-// takes the head of the first non-empty level-0 slot; when level 0 is empty, the first non-empty slot of the
-// lowest non-empty level is cascaded: the cursor moves to the start of its range and its events are spread
-// over the lower levels. An event is cascaded at most 3 times between two rewinds (below), whatever else is
-// pending. Level 0 spans 65 us, so a message or an acknowledgement a few microseconds ahead goes straight to
-// its exact slot, and an ACK timer or a message queued milliseconds ahead (level 1, up to 4.3 s) is cascaded
-// once: each cascade walks a list whose nodes are seldom in cache, one dependent miss per event. Three
-// bitmaps find the first non-empty slot: one bit per list, one per bitmap word, one per word of those.
+// The wheel has 8 levels of 256 slots, one level per byte of the time. An event goes to the level of the
+// highest byte in which its time differs from the cursor, into the slot named by that byte of its time; so a
+// level-0 slot holds events of one exact time, and a higher slot a range of times. Popping takes the head of
+// the first non-empty level-0 slot; when level 0 is empty, the first non-empty slot of the lowest non-empty
+// level is cascaded: the cursor moves to the start of its range and its events are spread over the lower
+// levels. An event is cascaded at most 7 times between two rewinds (below), whatever else is pending.
 //
 // Ties at one time stay in sequence order, which is what keeps a seed's run identical to the heap this
 // replaces: sequence numbers grow with every push, so appending keeps a slot's list sorted, and a cascade
@@ -26,9 +22,8 @@
 // timers keep being re-armed ahead of it. When the cursor is only a little ahead, the event goes to
 // `early_`, a binary heap of events before the cursor, which empties as the clock catches up.
 //
-// Storage: events live in a pool of nodes linked into per-slot lists by index; the list heads (2 MiB) are
-// allocated with the queue, and the pool and the early heap keep their capacity, so once the largest number
-// of pending events has been reached nothing allocates.
+// Storage: events live in a pool of nodes linked into per-slot lists by index; the pool and the early heap
+// keep their capacity, so once the largest number of pending events has been reached nothing allocates.
 #pragma once
 
 #include <algorithm>
@@ -40,24 +35,21 @@
 namespace weft::sim::detail {
 
 /// Items ordered by (`time`, `seq`); `T` has `std::uint64_t time, seq` members, and each pushed item's
-/// `seq` is larger than that of every item pushed before. `digit_bits`: the bits of the time one level
-/// of the wheel spans.
-template <class T, unsigned digit_bits = 16>
+/// `seq` is larger than that of every item pushed before.
+template <class T>
 class [[gnu::visibility("hidden")]] EventQueue {
 public:
-    EventQueue() : lists_(std::size_t{levels} * slots) {
-        nodes_.reserve(1024);
-        early_.reserve(64);
-    }
+    EventQueue() { nodes_.reserve(1024); }
 
     bool empty() const noexcept { return size_ == 0; }
     std::size_t size() const noexcept { return size_; }
 
     void push(const T& item) {
         ++size_;
-        if (item.time < cursor_) [[unlikely]] {
+        if (item.time < cursor_) {
             if (cursor_ - item.time < rewind_gap) {
-                push_early(item);
+                early_.push_back(item);
+                std::push_heap(early_.begin(), early_.end(), later);
                 return;
             }
             rewind(item.time);
@@ -87,9 +79,12 @@ public:
     T pop() noexcept {
         --size_;
         const std::uint32_t n = front_ != nil ? front_ : wheel_front();
-        if (!early_.empty() && (n == nil || later(nodes_[n].item, early_.front()))) [[unlikely]] {
+        if (!early_.empty() && (n == nil || later(nodes_[n].item, early_.front()))) {
             front_ = n;  // still the wheel's front
-            return pop_early();
+            std::pop_heap(early_.begin(), early_.end(), later);
+            T item = early_.back();
+            early_.pop_back();
+            return item;
         }
         front_ = nil;
         // n heads a level-0 slot: unlink it.
@@ -114,15 +109,15 @@ public:
 
 private:
     static constexpr std::uint32_t nil = UINT32_MAX;
+    static constexpr unsigned digit_bits = 8;
     static constexpr std::uint32_t slots = 1u << digit_bits;
     static constexpr unsigned levels = 64 / digit_bits;
-    static constexpr unsigned words = slots / 64;                   // bitmap words per level
-    static constexpr unsigned mid_words = (levels * words + 63) / 64;  // bit w of mid_[w / 64]: bits_[w] is not 0
+    static constexpr unsigned words = slots / 64;  // bitmap words per level
     // The least distance to the cursor worth a rewind: a cursor a slot or two ahead (the next event a few
     // hundred ns away) is caught up with soon, and the early heap is cheaper meanwhile than slotting again;
     // one that went to a far timer would send everything to the heap for a long while.
     static constexpr std::uint64_t rewind_gap = std::uint64_t{1} << 16;
-    static_assert(levels * digit_bits == 64 && slots % 64 == 0 && mid_words <= 64);
+    static_assert(levels * digit_bits == 64 && slots % 64 == 0 && levels * words == 32);
 
     // Aligned to its size rounded up to a power of two, up to a cache line: a node never straddles two lines.
     struct alignas(std::min<std::size_t>(64, std::bit_ceil(sizeof(T) + sizeof(std::uint32_t)))) Node {
@@ -149,79 +144,54 @@ private:
         nodes_[n].next = nil;
         if (l.tail == nil) {
             l.head = n;
-            set_bit(list);
+            bits_[list / 64] |= std::uint64_t{1} << (list % 64);
+            summary_ |= 1u << (list / 64);
         } else {
             nodes_[l.tail].next = n;
         }
         l.tail = n;
     }
 
-    // Out of line, as are pop_early() and rewind(): the common push and pop keep few registers to save.
-    [[gnu::noinline]] void push_early(const T& item) {
-        early_.push_back(item);
-        std::push_heap(early_.begin(), early_.end(), later);
-    }
-
-    [[gnu::noinline]] T pop_early() noexcept {
-        std::pop_heap(early_.begin(), early_.end(), later);
-        T item = early_.back();
-        early_.pop_back();
-        return item;
-    }
-
-    // Moves the cursor back to `t`, before every event in the wheel. With m the highest digit in which `t`
+    // Moves the cursor back to `t`, before every event in the wheel. With m the highest byte in which `t`
     // and the cursor differ, an event at a level above m keeps its list, and so does one at level m (its
-    // digit m is above the cursor's, hence above t's); an event at a lower level shares the cursor's digits
-    // from m up, so relative to `t` it belongs to slot (cursor's digit m) of level m, which is empty: the
+    // byte m is above the cursor's, hence above t's); an event at a lower level shares the cursor's bytes
+    // from m up, so relative to `t` it belongs to slot (cursor's byte m) of level m, which is empty: the
     // lower levels' lists are spliced into it whole, and spread again when the cursor gets there. Events of
     // one time sit in one list, so they stay in sequence order. One splice per non-empty list.
-    [[gnu::noinline]] void rewind(std::uint64_t t) noexcept {
+    void rewind(std::uint64_t t) noexcept {
         const unsigned m = static_cast<unsigned>(63 - std::countl_zero(t ^ cursor_)) / digit_bits;
         List& into = lists_[m * slots + static_cast<std::uint32_t>((cursor_ >> (m * digit_bits)) & (slots - 1))];
         const std::uint32_t into_index = static_cast<std::uint32_t>(&into - lists_.data());
-        const std::uint32_t below = m * words;  // the bitmap words of the levels below m
-        for (std::uint32_t j = 0; j * 64 < below; ++j) {
-            std::uint64_t mid = mid_[j];
-            if (below - j * 64 < 64) mid &= (std::uint64_t{1} << (below - j * 64)) - 1;
-            for (; mid != 0; mid &= mid - 1) {
-                const std::uint32_t w = j * 64 + static_cast<std::uint32_t>(std::countr_zero(mid));
-                for (std::uint64_t b = bits_[w]; b != 0; b &= b - 1) {
-                    List& l = lists_[w * 64 + static_cast<unsigned>(std::countr_zero(b))];
-                    if (into.tail == nil) into.head = l.head;
-                    else nodes_[into.tail].next = l.head;
-                    into.tail = l.tail;
-                    l = {};
-                }
-                bits_[w] = 0;
-                mid_[j] &= ~(std::uint64_t{1} << (w % 64));
+        for (unsigned w = 0; w < m * words; ++w) {
+            for (std::uint64_t b = bits_[w]; b != 0; b &= b - 1) {
+                List& l = lists_[w * 64 + static_cast<unsigned>(std::countr_zero(b))];
+                if (into.tail == nil) into.head = l.head;
+                else nodes_[into.tail].next = l.head;
+                into.tail = l.tail;
+                l = {};
             }
-            if (mid_[j] == 0) summary_ &= ~(std::uint64_t{1} << j);
+            bits_[w] = 0;
         }
-        if (into.tail != nil) set_bit(into_index);
+        summary_ &= ~((1u << (m * words)) - 1);
+        if (into.tail != nil) {
+            bits_[into_index / 64] |= std::uint64_t{1} << (into_index % 64);
+            summary_ |= 1u << (into_index / 64);
+        }
         cursor_ = t;
         front_ = nil;  // it may no longer head a level-0 list
     }
 
-    void set_bit(std::uint32_t list) noexcept {
-        bits_[list / 64] |= std::uint64_t{1} << (list % 64);
-        mid_[list / 4096] |= std::uint64_t{1} << (list / 64 % 64);
-        summary_ |= std::uint64_t{1} << (list / 4096);
-    }
     void clear_bit(std::uint32_t list) noexcept {
         std::uint64_t& word = bits_[list / 64];
         word &= ~(std::uint64_t{1} << (list % 64));
-        if (word != 0) return;
-        std::uint64_t& mid = mid_[list / 4096];
-        mid &= ~(std::uint64_t{1} << (list / 64 % 64));
-        if (mid == 0) summary_ &= ~(std::uint64_t{1} << (list / 4096));
+        if (word == 0) summary_ &= ~(1u << (list / 64));
     }
 
     // The node holding the wheel's earliest item (cascading as needed), or nil when the wheel is empty. The
     // lowest non-empty list is the first slot of the lowest non-empty level.
     std::uint32_t wheel_front() noexcept {
         while (summary_ != 0) {
-            const std::uint32_t j = static_cast<std::uint32_t>(std::countr_zero(summary_));
-            const std::uint32_t w = j * 64 + static_cast<std::uint32_t>(std::countr_zero(mid_[j]));
+            const unsigned w = static_cast<unsigned>(std::countr_zero(summary_));
             const std::uint32_t list = w * 64 + static_cast<std::uint32_t>(std::countr_zero(bits_[w]));
             if (list < slots) return lists_[list].head;
             cascade(list / slots, list % slots);
@@ -248,12 +218,11 @@ private:
 
     std::vector<Node> nodes_;
     std::uint32_t free_ = nil;  // free nodes, linked through `next`
-    std::vector<List> lists_;
+    std::array<List, levels * slots> lists_{};
     std::array<std::uint64_t, levels * words> bits_{};  // non-empty lists
-    std::array<std::uint64_t, mid_words> mid_{};        // bit w % 64 of mid_[w / 64]: bits_[w] is not 0
-    std::uint64_t summary_ = 0;                         // bit j: mid_[j] is not 0
+    std::uint32_t summary_ = 0;                          // bit w: bits_[w] is not 0
     std::uint32_t front_ = nil;  // the wheel's earliest node as top() found it (heading a level-0 list), or nil
-    std::uint64_t cursor_ = 0;  // no item in the wheel is earlier; an item at level k shares the digits above k
+    std::uint64_t cursor_ = 0;  // no item in the wheel is earlier; an item at level k shares the bytes above k
     std::vector<T> early_;      // binary heap of items pushed with a time before cursor_ (a rewind may since have moved it back)
     std::size_t size_ = 0;
 };
