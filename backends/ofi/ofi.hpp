@@ -10,7 +10,8 @@
 //   address vector) and two Rings of preallocated Slots, one per queue.
 // - OfiSrq owns one shared receive context (fi_srx_context) and its preallocated entries; a QP on it binds
 //   its endpoint to the context and its receives to a provider CQ of its own, which tells which QP took
-//   each receive (ofi_srq.cpp).
+//   each receive (ofi_srq.cpp). Where the provider has no usable context, OfiSrq is a queue of its own
+//   that the QPs' bounce buffers are matched against (ofi_srq.cpp, "emulated").
 #pragma once
 
 #include "ofi_wire.hpp"
@@ -121,6 +122,10 @@ struct Profile {
     // Shared receive contexts whose receives complete on the CQ bound to the endpoint that took them
     // (Feature::srq; tcp): a QP's own receive CQ then names the QP.
     bool srx = false;
+    // No usable shared receive context (shm, rxm, verbs): Feature::srq through weft's own queue of posted
+    // receives, fed from bounce buffers each QP on it receives into (OfiSrq, "emulated").
+    bool srq_emulated = false;
+    std::size_t srq_bounce_size = 0;  // the bytes of one bounce buffer (srq_bounce_size)
     std::size_t inject_size = 0;
     std::size_t cq_data_size = 0;
     std::uint32_t iov_limit = 1;
@@ -441,7 +446,31 @@ struct SrqEntry {
     iovec* iov = nullptr;   // the queue's, max_sge entries
     void** desc = nullptr;
     std::uint32_t next_free = 0;
+    std::uint32_t iov_count = 0;  // emulated queue: the segments with bytes
 };
+
+// Emulated queue: one bounce buffer of a QP on it, which the QP's endpoint receives into; the fi_context2
+// comes first, as in OpRef. What arrived waits in the queue's arrival list until a receive of the queue
+// is posted for it (the queue's match_mu_).
+struct SrqBounce {
+    fi_context2 ctx;
+    OfiQp* qp = nullptr;
+    std::byte* buf = nullptr;
+    void* desc = nullptr;
+    enum class State : std::uint8_t { idle, posted, arrived } state = State::idle;
+    // What arrived: the entry's length, flags and data, or the provider's error for it (a message longer
+    // than the buffer).
+    std::uint64_t flags = 0;
+    std::uint64_t data = 0;
+    std::size_t len = 0;
+    int err = 0;
+    int prov_errno = 0;
+    SrqBounce* next = nullptr;  // arrival list
+};
+
+// Emulated queue: the bounce buffers each QP on it keeps posted.
+inline constexpr std::uint32_t srq_bounces_per_qp = 4;
+inline constexpr std::size_t srq_bounce_size_default = 64 * 1024;
 
 // The most receives a shared receive queue holds: weft preallocates its entries (the providers' contexts
 // allocate theirs as receives are posted).
@@ -457,6 +486,19 @@ public:
 
     fid_ep* fid() const noexcept { return srx_.get(); }
     const OfiDomain* owner() const noexcept { return dom_.get(); }
+    bool emulated() const noexcept { return emulated_; }
+    // Emulated queue: the provider CQ every QP on the queue binds its receives to (arrival order).
+    fid_cq* bounce_cq() const noexcept { return bounce_cq_.get(); }
+    // Emulated queue: keeps the queue's readers off the QPs' endpoints and bounces while one of them
+    // posts its first bounces or closes its endpoint.
+    std::unique_lock<std::mutex> quiesce_bounces() { return std::unique_lock(match_mu_); }
+    // Emulated queue, from the consumer of `cq` (its srq_mu_ held): reads the bounce CQ, matches what
+    // arrived with the queue's receives in posted order (copying each message into its receive, re-posting
+    // the bounce), and moves the completions whose QP receives on `cq` into `out`, as far as `room` allows
+    // (all when `closing`, which also drops the bounces of `closing`, whose endpoint is closed). Returns
+    // how many entries and completions it handled.
+    std::size_t pump(const OfiCq& cq, std::vector<std::pair<std::uint64_t, Completion>>& out, std::size_t room,
+                     const OfiQp* closing) noexcept;
     // A receive came back from the provider (taken by a QP, or cancelled): frees its entry, and pushes
     // srq_limit_reached when fewer receives than an armed limit remain. Returns the receive's id.
     std::uint64_t retire(SrqEntry& e) noexcept;
@@ -477,6 +519,31 @@ private:
     std::atomic<std::uint32_t> held_{0};  // outstanding_, for readers without mu_
     std::uint32_t limit_ = 0;        // armed limit, 0: disarmed (mu_)
     std::uint64_t next_seq_ = 0;     // mu_
+
+    // Emulated queue (no srx_): receives wait in entries_ as a ring, entry seq % max_recv, taken in posted
+    // order by the bounces that arrive.
+    struct Taken {
+        std::uint64_t id = 0;
+        std::uint64_t seq = 0;
+        std::uint32_t iov_count = 0;
+        std::array<iovec, 64> iov;  // Profile::iov_limit is at most 64; filled up to iov_count
+    };
+    // Takes the oldest posted receive; false when none is. Counts it off as retire() does.
+    bool take(Taken& out) noexcept;
+    void limit_crossed() noexcept;
+    bool deliver_bounce(SrqBounce& b, const Taken& t, Completion& c) noexcept;
+    bool emulated_ = false;
+    Fid<fid_cq> bounce_cq_;
+    std::mutex match_mu_;                       // the bounce CQ, the arrival list, done_, the bounces' states
+    SrqBounce* arrived_head_ = nullptr;         // arrived, not yet matched, oldest first
+    SrqBounce* arrived_tail_ = nullptr;
+    struct Done {
+        std::uint64_t seq;
+        Completion c;
+        const OfiCq* cq;  // the receive CQ of the QP that took it
+    };
+    std::vector<Done> done_;  // matched, not yet moved to their CQ; capacity reserved at creation
+    std::array<fi_cq_data_entry, 16> entries_read_{};
 };
 
 // ---- Completion queue
@@ -709,8 +776,13 @@ public:
     void kick_local_peer() noexcept;
     bool has_local_peer() const noexcept { return local_peer_linked_.load(std::memory_order_acquire); }
     std::array<std::shared_ptr<OfiCq>, 2> cqs() const { return {send_cq_, recv_cq_}; }
-    // The private provider CQ of a QP on a shared receive queue (null otherwise), read by its receive CQ.
+    // The private provider CQ of a QP on a shared receive queue (null otherwise, and on an emulated queue),
+    // read by its receive CQ.
     fid_cq* srq_cq() const noexcept { return srq_cq_.get(); }
+    // Emulated shared receive queue (the queue's match_mu_ held): hands bounce `b` to the endpoint, unless
+    // the endpoint is gone or closing; cancels it again if the QP went to error meanwhile.
+    void post_bounce(SrqBounce& b) noexcept;
+    const OfiCq* recv_cq() const noexcept { return recv_cq_.get(); }
     OfiSrq* srq() const noexcept { return srq_.get(); }
     bool in_error() const noexcept { return error_.load(std::memory_order_acquire); }
     std::uint64_t nonce() const noexcept { return nonce_; }
@@ -752,6 +824,7 @@ private:
     void refresh_direct() noexcept;
 
     friend class OfiCq;
+    friend class OfiSrq;
 
     std::shared_ptr<OfiDomain> dom_;
     std::shared_ptr<OfiCq> send_cq_;
@@ -763,6 +836,11 @@ private:
     // endpoint's receives complete on. Declared before ep_, so that they close after it.
     std::shared_ptr<OfiSrq> srq_;
     Fid<fid_cq> srq_cq_;
+    // Emulated shared receive queue: the bounce buffers (one allocation, registered where FI_MR_LOCAL).
+    std::unique_ptr<std::byte[]> bounce_store_;
+    Fid<fid_mr> bounce_mr_;
+    std::array<SrqBounce, srq_bounces_per_qp> bounces_{};
+    bool bounces_closed_ = false;  // the endpoint closes: no more posts (the queue's match_mu_)
     Fid<fid_eq> eq_;
     Fid<fid_pep> pep_;
     Fid<fid_av> av_;

@@ -577,7 +577,14 @@ void OfiQp::enter_error(Ring& origin, std::uint64_t origin_seq, WcStatus reason)
         // The endpoint would go on taking the shared queue's receives for the peer's messages: its
         // connection ends here (the peer's requests fail as after a loss), what it had taken comes back
         // flushed, and the queue's other receives stay for the other QPs. Then Last WQE Reached.
-        if (ep_ready_.load(std::memory_order_acquire) && ep_) fi_shutdown(ep_.get(), 0);
+        // Emulated, the QP takes a receive of the queue only as it completes it: its bounces are cancelled
+        // (what waits in them is dropped by the queue's next match) and nothing of the queue is flushed.
+        if (ep_ready_.load(std::memory_order_acquire) && ep_) {
+            if (srq_->emulated()) {
+                for (SrqBounce& b : bounces_) fi_cancel(&ep_->fid, &b.ctx);
+            }
+            if (profile_.ep_type == FI_EP_MSG) fi_shutdown(ep_.get(), 0);
+        }
         AsyncEvent ev;
         ev.type = EventType::qp_last_wqe_reached;
         ev.qp_num = qp_num;
@@ -650,6 +657,26 @@ PostStatus OfiSrq::post_recv(std::span<const RecvRequest> batch) noexcept {
     }
     std::lock_guard lock(mu_);
     if (outstanding_ + batch.size() > max_recv) return PostStatus::queue_full();
+    if (emulated_) {
+        // Queued in posted order; the receive CQs' next reads hand them to messages waiting in bounces.
+        for (const RecvRequest& r : batch) {
+            SrqEntry& e = entries_[next_seq_ % max_recv];
+            std::uint32_t n = 0;
+            for (const LocalSegment& g : r.segments()) {
+                if (g.length == 0) continue;
+                e.iov[n].iov_base = reinterpret_cast<void*>(g.addr);
+                e.iov[n].iov_len = g.length;
+                ++n;
+            }
+            e.iov_count = n;
+            e.id = r.id;
+            e.seq = next_seq_++;
+            ++outstanding_;
+        }
+        held_.store(outstanding_, std::memory_order_relaxed);
+        service::nudge();
+        return PostStatus::ok();
+    }
     for (std::uint32_t i = 0; i < batch.size(); ++i) {
         const std::uint32_t at = free_top_;
         SrqEntry& e = entries_[at];
@@ -698,14 +725,223 @@ std::uint64_t OfiSrq::retire(SrqEntry& e) noexcept {
             fire = true;
         }
     }
-    if (fire) {
-        AsyncEvent ev;
-        ev.type = EventType::srq_limit_reached;
-        ev.srq_num = srq_num;
-        ev.what = "shared receive queue below its limit";
-        dom_->push_event(ev);
-    }
+    if (fire) limit_crossed();
     return id;
+}
+
+void OfiSrq::limit_crossed() noexcept {
+    AsyncEvent ev;
+    ev.type = EventType::srq_limit_reached;
+    ev.srq_num = srq_num;
+    ev.what = "shared receive queue below its limit";
+    dom_->push_event(ev);
+}
+
+// ---- Emulated shared receive queue (see ofi_srq.cpp)
+
+bool OfiSrq::take(Taken& out) noexcept {
+    bool fire = false;
+    {
+        std::lock_guard lock(mu_);
+        if (outstanding_ == 0) return false;
+        const SrqEntry& e = entries_[(next_seq_ - outstanding_) % max_recv];
+        out.id = e.id;
+        out.seq = e.seq;
+        out.iov_count = e.iov_count;
+        std::copy_n(e.iov, e.iov_count, out.iov.begin());
+        --outstanding_;
+        held_.store(outstanding_, std::memory_order_relaxed);
+        if (limit_ != 0 && outstanding_ < limit_) {
+            limit_ = 0;
+            fire = true;
+        }
+    }
+    if (fire) limit_crossed();
+    return true;
+}
+
+// The completion of receive `t` for the message in bounce `b`: its bytes are copied into the receive's
+// segments, except for a write with immediate, whose bytes went to the write's target. False when the
+// message does not fit (the receive's segments, or the bounce buffer itself): `c` then fails with the
+// status a receive too small gets on this provider (local_length), and the QP goes to error.
+bool OfiSrq::deliver_bounce(SrqBounce& b, const Taken& t, Completion& c) noexcept {
+    const Profile& p = dom_->profile();
+    c = Completion{};
+    c.id = t.id;
+    c.qp_num = b.qp->qp_num;
+    c.opcode = Opcode::recv;
+    if (b.err != 0) {
+        c.status = map_error(p, b.err, b.prov_errno);
+        c.vendor_err = static_cast<std::uint32_t>(b.prov_errno != 0 ? b.prov_errno : b.err);
+        return false;
+    }
+    fi_cq_data_entry e{};
+    e.len = b.len;
+    e.flags = b.flags;
+    e.data = b.data;
+    const Received got = received(e, p.emulated_imm, Opcode::recv);
+    c.opcode = got.opcode;
+    if (got.opcode != Opcode::recv_rdma_with_imm) {
+        std::size_t room = 0;
+        for (std::uint32_t i = 0; i < t.iov_count; ++i) room += t.iov[i].iov_len;
+        if (b.len > room) {
+            c.status = map_error(p, FI_ETRUNC, 0);
+            c.vendor_err = FI_ETRUNC;
+            return false;
+        }
+        std::size_t at = 0;
+        for (std::uint32_t i = 0; i < t.iov_count && at < b.len; ++i) {
+            const std::size_t n = std::min(t.iov[i].iov_len, b.len - at);
+            std::memcpy(t.iov[i].iov_base, b.buf + at, n);
+            at += n;
+        }
+    }
+    c.status = WcStatus::success;
+    c.byte_len = got.length;
+    c.has_imm = got.has_imm;
+    c.imm = got.imm;
+    return true;
+}
+
+void OfiQp::post_bounce(SrqBounce& b) noexcept {
+    b.state = SrqBounce::State::idle;
+    if (bounces_closed_ || !ep_ready_.load(std::memory_order_acquire) || !ep_ ||
+        error_.load(std::memory_order_acquire)) {
+        return;
+    }
+    iovec iov{b.buf, profile_.srq_bounce_size};
+    void* desc = b.desc;
+    fi_msg m{&iov, &desc, 1, FI_ADDR_UNSPEC, &b.ctx, 0};
+    long ret = fi_recvmsg(ep_.get(), &m, FI_COMPLETION);
+    for (int tries = 0; ret == -FI_EAGAIN && tries < eagain_retries; ++tries) {
+        progress_own();
+        ret = fi_recvmsg(ep_.get(), &m, FI_COMPLETION);
+    }
+    if (ret != 0) {
+        // The endpoint takes no more receives: the QP goes to error, as when one of its own receives is
+        // refused.
+        enter_error(recv_, recv_.cursors.posted_seen(), map_error(profile_, static_cast<int>(-ret), 0));
+        return;
+    }
+    b.state = SrqBounce::State::posted;
+    // seq_cst with enter_error's exchange: either it cancels this bounce, or this sees the error.
+    if (error_.load(std::memory_order_seq_cst)) fi_cancel(&ep_->fid, &b.ctx);
+}
+
+std::size_t OfiSrq::pump(const OfiCq& cq, std::vector<std::pair<std::uint64_t, Completion>>& out, std::size_t room,
+                         const OfiQp* closing) noexcept {
+    std::lock_guard lock(match_mu_);
+    std::size_t total = 0;
+    auto arrive = [this](SrqBounce& b) noexcept {
+        b.state = SrqBounce::State::arrived;
+        b.next = nullptr;
+        if (arrived_tail_ != nullptr) {
+            arrived_tail_->next = &b;
+        } else {
+            arrived_head_ = &b;
+        }
+        arrived_tail_ = &b;
+    };
+    // What arrived, in the order the provider completed it.
+    for (int round = 0; round < 8; ++round) {
+        const ssize_t got = fi_cq_read(bounce_cq_.get(), entries_read_.data(), entries_read_.size());
+        if (got > 0) {
+            for (ssize_t i = 0; i < got; ++i) {
+                const fi_cq_data_entry& e = entries_read_[static_cast<std::size_t>(i)];
+                auto* b = static_cast<SrqBounce*>(e.op_context);
+                if (b == nullptr) continue;
+                b->len = e.len;
+                b->flags = e.flags;
+                b->data = e.data;
+                b->err = 0;
+                b->prov_errno = 0;
+                arrive(*b);
+            }
+            total += static_cast<std::size_t>(got);
+            if (static_cast<std::size_t>(got) < entries_read_.size()) break;
+            continue;
+        }
+        if (got != -FI_EAVAIL) break;
+        fi_cq_err_entry err{};
+        if (fi_cq_readerr(bounce_cq_.get(), &err, 0) < 0) break;
+        ++total;
+        if (trace_errors()) {
+            std::fprintf(stderr, "weft[ofi] srq bounce cq error: context %p err %d (%s) prov_errno %d len %zu\n",
+                         err.op_context, err.err, fi_strerror(err.err), err.prov_errno, err.len);
+        }
+        auto* b = static_cast<SrqBounce*>(err.op_context);
+        if (b == nullptr) continue;
+        const int code = err.err < 0 ? -err.err : err.err;
+        const int prov = err.prov_errno < 0 ? -err.prov_errno : err.prov_errno;
+        OfiQp& qp = *b->qp;
+        if (code == FI_ECANCELED || qp.bounces_closed_ || qp.in_error()) {
+            b->state = SrqBounce::State::idle;  // cancelled by enter_error, or the endpoint is going
+            continue;
+        }
+        const WcStatus st = map_error(dom_->profile(), code, err.prov_errno);
+        if (st == WcStatus::local_length) {
+            // A message longer than the bounce buffer: it takes a receive like any other, which fails.
+            b->err = code;
+            b->prov_errno = prov;
+            b->len = err.len;
+            arrive(*b);
+            continue;
+        }
+        // Any other failure of a bounce fails the QP, as one of its own receives would; no receive of
+        // the queue was taken.
+        b->state = SrqBounce::State::idle;
+        qp.enter_error(qp.recv_, qp.recv_.cursors.posted_seen(), st);
+    }
+    // Each message that arrived takes the oldest receive posted, while one is; a QP in error or closing
+    // takes none, and its bounces are dropped.
+    Taken t;
+    bool blocked = false;  // a message waits: those after it wait too (arrival order)
+    SrqBounce* prev = nullptr;
+    for (SrqBounce** at = &arrived_head_; *at != nullptr;) {
+        SrqBounce& b = **at;
+        OfiQp& qp = *b.qp;
+        const bool drop = qp.bounces_closed_ || qp.in_error();
+        if (!drop && (blocked || done_.size() == done_.capacity() || !take(t))) {
+            blocked = true;
+            prev = &b;
+            at = &b.next;
+            continue;
+        }
+        *at = b.next;
+        if (arrived_tail_ == &b) arrived_tail_ = prev;
+        if (drop) {
+            b.state = SrqBounce::State::idle;
+            continue;
+        }
+        Completion c;
+        const bool ok = deliver_bounce(b, t, c);
+        done_.push_back(Done{t.seq, c, qp.recv_cq()});  // within the capacity checked above
+        ++total;
+        if (ok) {
+            qp.post_bounce(b);
+        } else {
+            b.state = SrqBounce::State::idle;
+            qp.enter_error(qp.recv_, qp.recv_.cursors.posted_seen(), c.status);
+        }
+    }
+    // The completions of QPs that receive on `cq`, in the order they were matched.
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < done_.size(); ++i) {
+        Done& d = done_[i];
+        if (d.cq == &cq && (closing != nullptr || room > 0)) {
+            try {
+                out.emplace_back(d.seq, d.c);  // within capacity, except when closing
+            } catch (...) {
+                // Out of memory while closing: the completion is lost; the receive was counted off already.
+            }
+            if (room > 0) --room;
+            continue;
+        }
+        if (kept != i) done_[kept] = d;
+        ++kept;
+    }
+    done_.erase(done_.begin() + static_cast<std::ptrdiff_t>(kept), done_.end());
+    return total;
 }
 
 // srq_mu_ held. Room for completions in srq_done_ without allocating: what was delivered is dropped from
@@ -727,6 +963,9 @@ std::size_t OfiCq::srq_room() noexcept {
 std::size_t OfiCq::read_srq_cq(OfiQp& qp, bool closing) noexcept {
     fid_cq* cq = qp.srq_cq();
     OfiSrq* srq = qp.srq();
+    if (srq != nullptr && srq->emulated()) {
+        return srq->pump(*this, srq_done_, srq_done_.capacity() - srq_done_.size(), closing ? &qp : nullptr);
+    }
     if (cq == nullptr || srq == nullptr) return 0;
     std::size_t total = 0;
     auto push = [this](std::uint64_t seq, const Completion& c) noexcept {

@@ -285,6 +285,13 @@ OfiDomain::OfiDomain(const Config& cfg) {
             profile_.srx = true;
         }
     }
+    // Elsewhere weft queues the receives itself and feeds them from bounce buffers (ofi_srq.cpp): ofi_rxm
+    // has no shared context (fi_srx_context returns -FI_ENOSYS); shm reports a context's receives on the
+    // context's CQ, naming no endpoint; the verbs provider of libfabric 1.17 reports a write with immediate
+    // taken from a context as a plain receive (vrb_poll_cq rewrites the opcode of every VRB_OP_SRQ entry).
+    profile_.srq_emulated = !profile_.srx;
+    profile_.srq_bounce_size = static_cast<std::size_t>(
+        cfg.get_uint("srq_bounce_size", srq_bounce_size_default, 1, std::uint64_t{1} << 30));
     // shm's senders only raise a flag in the receiver's shared memory: its descriptor never wakes by itself.
     profile_.native_wait = profile_.wait_fd && profile_.provider != "shm";
     fill_capabilities();
@@ -511,12 +518,12 @@ void OfiDomain::fill_capabilities() {
     // service thread otherwise (shm; OfiCq::fd()).
     add(Feature::cq_fd);
     add(Feature::listener);  // a TCP rendezvous for the QP addresses (ofi_cm.cpp)
-    if (p.srx) add(Feature::srq);  // over fi_srx_context (ofi_srq.cpp)
+    if (p.srx || p.srq_emulated) add(Feature::srq);  // over fi_srx_context, or emulated (ofi_srq.cpp)
     caps.features = f;
     caps.max_qp_wr = static_cast<std::uint32_t>(
         std::min<std::size_t>({i.tx_attr->size, i.rx_attr->size, std::numeric_limits<std::uint32_t>::max()}));
     caps.max_sge = p.iov_limit;
-    if (p.srx) {
+    if (p.srx || p.srq_emulated) {
         caps.max_srq_wr = srq_max_wr;
         caps.max_srq_sge = p.iov_limit;
     }

@@ -200,15 +200,35 @@ OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
         if (!srq_ || srq_->owner() != dom_.get()) {
             throw Error(Errc::invalid_argument, "srq was not created by this ofi domain", backend_name, "create_qp");
         }
-        // The endpoint's receives complete on a provider CQ of the QP's own: its entries name this QP
-        // (ofi_srq.cpp). The same wait object as the weft CQs: tcp adds its socket to the receive CQ's.
-        fi_cq_attr attr{};
-        attr.size = std::max<std::size_t>(64, static_cast<std::size_t>(srq_->max_recv) * 2);
-        attr.format = FI_CQ_FORMAT_DATA;
-        attr.wait_obj = profile_.native_wait ? FI_WAIT_FD : FI_WAIT_NONE;
-        fid_cq* cq = nullptr;
-        check(fi_cq_open(dom_->domain(), &attr, &cq, nullptr), "fi_cq_open", "create_qp", "the QP's receive CQ");
-        srq_cq_.reset(cq);
+        if (srq_->emulated()) {
+            // The bounce buffers the endpoint receives into (ofi_srq.cpp); not zeroed, only received into.
+            const std::size_t size = profile_.srq_bounce_size;
+            bounce_store_.reset(new std::byte[size * srq_bounces_per_qp]);
+            void* desc = nullptr;
+            if (profile_.mr_local) {
+                fid_mr* mr = nullptr;
+                check(fi_mr_reg(dom_->domain(), bounce_store_.get(), size * srq_bounces_per_qp, FI_RECV, 0,
+                                0x5b0ce000ull + qp_num, 0, &mr, nullptr),
+                      "fi_mr_reg", "create_qp", "the bounce buffers of a QP on a shared receive queue");
+                bounce_mr_.reset(mr);
+                desc = fi_mr_desc(mr);
+            }
+            for (std::uint32_t i = 0; i < srq_bounces_per_qp; ++i) {
+                bounces_[i].qp = this;
+                bounces_[i].buf = bounce_store_.get() + i * size;
+                bounces_[i].desc = desc;
+            }
+        } else {
+            // The endpoint's receives complete on a provider CQ of the QP's own: its entries name this QP
+            // (ofi_srq.cpp). The same wait object as the weft CQs: tcp adds its socket to the receive CQ's.
+            fi_cq_attr attr{};
+            attr.size = std::max<std::size_t>(64, static_cast<std::size_t>(srq_->max_recv) * 2);
+            attr.format = FI_CQ_FORMAT_DATA;
+            attr.wait_obj = profile_.native_wait ? FI_WAIT_FD : FI_WAIT_NONE;
+            fid_cq* cq = nullptr;
+            check(fi_cq_open(dom_->domain(), &attr, &cq, nullptr), "fi_cq_open", "create_qp", "the QP's receive CQ");
+            srq_cq_.reset(cq);
+        }
     }
     caps.max_send = o.max_send;
     caps.max_recv = srq_ ? 0 : o.max_recv;
@@ -330,7 +350,8 @@ void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
         fi_tx_attr& tx = *info->tx_attr;
         fi_rx_attr& rx = *info->rx_attr;
         tx.size = std::min<std::size_t>(tx.size, std::max<std::size_t>(1, caps.max_send) * per_slot);
-        rx.size = std::min<std::size_t>(rx.size, std::max<std::size_t>(1, caps.max_recv));
+        const std::uint32_t receives = srq_ && srq_->emulated() ? srq_bounces_per_qp : caps.max_recv;
+        rx.size = std::min<std::size_t>(rx.size, std::max<std::size_t>(1, receives));
         tx.iov_limit = std::min<std::size_t>(tx.iov_limit, std::max<std::size_t>(1, caps.max_sge));
         rx.iov_limit = std::min<std::size_t>(rx.iov_limit, std::max<std::size_t>(1, caps.max_sge));
     }
@@ -342,7 +363,10 @@ void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
     } else {
         check(fi_ep_bind(ep, &av_->fid, 0), "fi_ep_bind(av)", "create_qp");
     }
-    if (srq_) {
+    if (srq_ && srq_->emulated()) {
+        check(fi_ep_bind(ep, &send_cq_->fid()->fid, FI_TRANSMIT), "fi_ep_bind(send cq)", "create_qp");
+        check(fi_ep_bind(ep, &srq_->bounce_cq()->fid, FI_RECV), "fi_ep_bind(the queue's bounce cq)", "create_qp");
+    } else if (srq_) {
         check(fi_ep_bind(ep, &send_cq_->fid()->fid, FI_TRANSMIT), "fi_ep_bind(send cq)", "create_qp");
         check(fi_ep_bind(ep, &srq_cq_->fid, FI_RECV), "fi_ep_bind(the QP's receive cq)", "create_qp");
         check(fi_ep_bind(ep, &srq_->fid()->fid, 0), "fi_ep_bind(srx)", "create_qp");
@@ -366,6 +390,12 @@ void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
     check(enabled, "fi_enable", "create_qp");
     ep_ready_.store(true, std::memory_order_release);
     post_backlog(recv_);
+    if (srq_ && srq_->emulated()) {
+        auto quiet = srq_->quiesce_bounces();
+        for (SrqBounce& b : bounces_) {
+            if (b.state == SrqBounce::State::idle) post_bounce(b);
+        }
+    }
 }
 
 // The layout is in ofi_wire.hpp. A peer's endpoint name is checked against the address format before
@@ -804,6 +834,12 @@ OfiQp::~OfiQp() {
         // A QP on a shared receive queue: its receive CQ's consumer may be reading the private CQ.
         std::unique_lock<std::mutex> quiet_srq;
         if (srq_) quiet_srq = recv_cq_->quiesce_srq();
+        // An emulated queue's readers re-post bounces of every QP on it, this one's too.
+        std::unique_lock<std::mutex> quiet_bounces;
+        if (srq_ && srq_->emulated()) {
+            quiet_bounces = srq_->quiesce_bounces();
+            bounces_closed_ = true;
+        }
         ep_.reset();
         pep_.reset();
     }

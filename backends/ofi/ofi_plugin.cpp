@@ -11,7 +11,7 @@ namespace weft::ofi {
 
 namespace {
 
-constexpr std::array<KeySpec, 10> ofi_keys{{
+constexpr std::array<KeySpec, 11> ofi_keys{{
     {"provider",
      "libfabric provider (fi_info -l): tcp, shm, sockets, verbs, tcp;ofi_rxm, verbs;ofi_rxm ...; default tcp"},
     {"ep_type", "msg or rdm; default msg where the provider offers FI_EP_MSG (tcp, verbs, sockets), rdm otherwise"},
@@ -35,6 +35,9 @@ constexpr std::array<KeySpec, 10> ofi_keys{{
      "needed), so a peer that never calls weft may stall one-sided requests; thread: the service thread also "
      "progresses every CQ, at least every millisecond and when the provider's descriptor reports data, as a "
      "NIC answers writes, reads and atomics without the target's CPU"},
+    {"srq_bounce_size",
+     "where shared receive queues are emulated (shm, rxm, verbs): the bytes of each of the 4 bounce buffers "
+     "a QP on a shared queue receives into, so the longest message it takes: 1 to 1073741824; default 65536"},
     {"shm_cleanup",
      "shm: on (default): at open, remove the /dev/shm regions this user's shm endpoints left when their process "
      "ended without closing them (SIGKILL), named <pid>:<uid>:<n> with no process <pid>; off: leave them"},

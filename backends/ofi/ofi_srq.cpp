@@ -7,6 +7,14 @@
 // names the endpoint. A QP on the queue therefore binds its receives to a provider CQ of its own (opened
 // with the QP), and the weft CQ it was given as recv_cq reads those after its own: the CQ an entry comes
 // from names the QP that took the receive (docs/backends/ofi.md, "Shared receive queues").
+//
+// Emulated, where the provider has no usable context (shm, rxm, verbs; see OfiDomain's constructor): the
+// queue is weft's own list of posted receives. Each QP on it keeps a few bounce buffers of its own posted
+// at its endpoint, all completing on one provider CQ of the queue, so that its entries come in arrival
+// order whichever QP a message came to. The receive CQs of the QPs read it (OfiSrq::pump, in
+// ofi_datapath.cpp): each message that arrived takes the oldest posted receive, is copied into it, and its
+// bounce goes back to the endpoint; with no receive posted the message waits in its bounce, and further
+// messages wait at the provider once a QP's bounces are all full.
 #include "ofi.hpp"
 
 #include <algorithm>
@@ -19,13 +27,27 @@ OfiSrq::OfiSrq(std::shared_ptr<OfiDomain> dom, const SrqOptions& options) : dom_
     srq_num = next_srq_num.fetch_add(1, std::memory_order_relaxed);
     max_recv = options.max_recv;
     max_sge = options.max_sge;
-    fi_rx_attr attr = *dom_->info()->rx_attr;
-    attr.size = std::max<std::size_t>(attr.size, options.max_recv);
-    attr.iov_limit = std::max<std::size_t>(1, options.max_sge);
-    fid_ep* srx = nullptr;
-    check(fi_srx_context(dom_->domain(), &attr, &srx, this), "fi_srx_context", "create_srq",
-          "max_recv " + std::to_string(options.max_recv) + ", max_sge " + std::to_string(options.max_sge));
-    srx_.reset(srx);
+    emulated_ = dom_->profile().srq_emulated;
+    if (emulated_) {
+        // Sized for the bounces of many QPs; the providers' CQs keep what overflows.
+        fi_cq_attr attr{};
+        attr.size = 1024;
+        attr.format = FI_CQ_FORMAT_DATA;
+        attr.wait_obj = FI_WAIT_NONE;
+        fid_cq* cq = nullptr;
+        check(fi_cq_open(dom_->domain(), &attr, &cq, nullptr), "fi_cq_open", "create_srq", "the queue's bounce CQ");
+        bounce_cq_.reset(cq);
+        // Matched completions wait here until their CQ's consumer takes them; matching pauses while it is full.
+        done_.reserve(std::max<std::size_t>(64, static_cast<std::size_t>(max_recv) * 2));
+    } else {
+        fi_rx_attr attr = *dom_->info()->rx_attr;
+        attr.size = std::max<std::size_t>(attr.size, options.max_recv);
+        attr.iov_limit = std::max<std::size_t>(1, options.max_sge);
+        fid_ep* srx = nullptr;
+        check(fi_srx_context(dom_->domain(), &attr, &srx, this), "fi_srx_context", "create_srq",
+              "max_recv " + std::to_string(options.max_recv) + ", max_sge " + std::to_string(options.max_sge));
+        srx_.reset(srx);
+    }
     entries_ = std::make_unique<SrqEntry[]>(max_recv);
     iovs_ = std::make_unique<iovec[]>(static_cast<std::size_t>(max_recv) * max_sge);
     descs_ = std::make_unique<void*[]>(static_cast<std::size_t>(max_recv) * max_sge);
@@ -41,8 +63,10 @@ OfiSrq::OfiSrq(std::shared_ptr<OfiDomain> dom, const SrqOptions& options) : dom_
 
 OfiSrq::~OfiSrq() {
     // Every QP on the queue is gone (each held it) and its private CQ was read to the end: the receives
-    // still posted are dropped with the context, as ibv_destroy_srq drops them.
+    // still posted are dropped with the context, as ibv_destroy_srq drops them. Emulated: each QP's
+    // endpoint closed and its CQ took the completions it had (OfiCq::remove_srq_reader).
     srx_.reset();
+    bounce_cq_.reset();
 }
 
 // The core has checked limit <= max_recv. The count is taken when a receive comes back from the provider.
@@ -53,20 +77,9 @@ void OfiSrq::arm_limit(std::uint32_t limit) {
 
 std::shared_ptr<detail::SrqImpl> OfiDomain::create_srq(const SrqOptions& options) {
     if (!caps.has(Feature::srq)) {
-        std::string why;
-        if (profile_.provider.find(";ofi_rxm") != std::string::npos) {
-            why = "ofi_rxm has no shared receive context (fi_srx_context returns -FI_ENOSYS)";
-        } else if (profile_.provider == "shm") {
-            why = "shm reports a shared context's receives on the context's CQ, naming no endpoint";
-        } else if (profile_.provider == "verbs") {
-            why = "the verbs provider of libfabric 1.17 reports a write with immediate taken from a shared "
-                  "context as a plain receive";
-        } else {
-            why = "the provider is not known to report a shared context's receives per endpoint";
-        }
         throw Error(Errc::not_supported,
-                    "provider '" + profile_.provider + "' has no shared receive queues (no Feature::srq): " + why +
-                        " (docs/backends/ofi.md, \"Shared receive queues\"); post receives to each QP",
+                    "provider '" + profile_.provider + "' has no shared receive queues (no Feature::srq) "
+                    "(docs/backends/ofi.md, \"Shared receive queues\"); post receives to each QP",
                     backend_name, "Domain::create_srq");
     }
     return std::make_shared<OfiSrq>(std::static_pointer_cast<OfiDomain>(shared_from_this()), options);

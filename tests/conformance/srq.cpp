@@ -173,6 +173,30 @@ BOOST_AUTO_TEST_CASE(an_empty_queue_answers_rnr_until_a_receive_comes, *needs(Fe
     BOOST_TEST(s.server.holds(512, 48, 5));
 }
 
+// A message that finds the queue empty is not lost: it lands in the first receive posted there, named by
+// the QP it came to. (Whether the requester's send completes before that is the RNR case above.)
+BOOST_AUTO_TEST_CASE(a_message_to_an_empty_queue_lands_once_a_receive_is_posted, *needs(Feature::srq)) {
+    SrqServer s(2, {.max_recv = 16}, {.rnr_retry = 7, .min_rnr_timer = 1});
+    s.client.fill(0, 48, 6);
+    BOOST_REQUIRE(s.clients[1].post_send({send(1, s.client.seg(0, 48))}));
+    BOOST_TEST(!test::maybe_next(s.server.cq, std::chrono::milliseconds(30)).has_value());
+    BOOST_REQUIRE(s.srq.post_recv({recv(21, s.server.seg(512, 64)), recv(22, s.server.seg(1024, 64))}));
+    const Completion c = next(s.server.cq);
+    BOOST_TEST(c.id == 21u);
+    BOOST_TEST(c.status == WcStatus::success);
+    BOOST_TEST(c.qp_num == s.servers[1].qp_num());
+    BOOST_TEST(c.byte_len == 48u);
+    BOOST_TEST(s.server.holds(512, 48, 6));
+    BOOST_TEST(next(s.client.cq).status == WcStatus::success);
+    // The second receive stays for the next message, whichever QP it comes to.
+    BOOST_TEST(s.send_from(0, 2, 2048, 8, 7).status == WcStatus::success);
+    const Completion d = next(s.server.cq);
+    BOOST_TEST(d.id == 22u);
+    BOOST_TEST(d.qp_num == s.servers[0].qp_num());
+    BOOST_TEST(s.server.holds(1024, 8, 7));
+    test::expect_empty(s.server.cq);
+}
+
 // With no RNR retries, a message that finds the queue empty fails rnr_retry_exceeded at the requester; the
 // server QP did nothing wrong and stays ready, and nothing completes on the server.
 BOOST_AUTO_TEST_CASE(an_empty_queue_without_retries_is_rnr_retry_exceeded, *needs(Feature::srq) * needs(Feature::rnr)) {

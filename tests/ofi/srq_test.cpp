@@ -1,0 +1,171 @@
+// Shared receive queues where the backend emulates them (shm, rxm): a message waits in a bounce buffer of
+// the QP it came to until a receive of the queue takes it, so a message longer than the bounce buffer
+// (srq_bounce_size) fails the receive that takes it, and a QP that goes to error drops the message waiting
+// in its bounce buffer without taking a receive. The second case runs on tcp's shared context too.
+#include <weft/weft.hpp>
+
+#include "support.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace weft;
+using weft::test::ofi_config;
+
+constexpr std::size_t bounce_size = 1024;
+
+// A server domain (bounce buffers of `bounce_size`) with one shared queue and two QPs on it, each connected
+// to a QP of a client domain of its own.
+struct Server {
+    Domain dom;
+    CompletionQueue cq;
+    std::vector<std::byte> buf;
+    MemoryRegion mr;
+    SharedReceiveQueue srq;
+    std::vector<QueuePair> qps;
+    std::vector<weft::test::OfiSide> clients;
+
+    explicit Server(std::string bounces = ",srq_bounce_size=" + std::to_string(bounce_size), std::size_t bytes = 16 * 1024)
+        : dom(open(ofi_config() + bounces)), buf(bytes, std::byte{0}) {
+        cq = dom.create_cq({.depth = 64});
+        mr = dom.register_memory(buf, all_access);
+        srq = dom.create_srq({.max_recv = 16, .max_sge = 2});
+        clients.reserve(2);
+        for (int i = 0; i < 2; ++i) {
+            qps.push_back(dom.create_qp({.send_cq = cq, .recv_cq = cq, .srq = srq}));
+            clients.emplace_back(ofi_config(), QpOptions{.rnr_retry = 7}, bytes);
+            auto addr = qps.back().address();
+            qps.back().connect(clients.back().qp.address());
+            clients.back().qp.connect(addr);
+        }
+    }
+    // Client `i` sends `len` bytes of `value`.
+    void send_from(std::size_t i, std::uint64_t id, std::size_t len, std::byte value) {
+        auto& c = clients[i];
+        std::fill_n(c.buf.begin(), len, value);
+        BOOST_REQUIRE(c.qp.post_send({send(id, c.mr.slice(0, len))}));
+    }
+};
+
+// Polls `cq` for up to `limit`, polling the clients' CQs too (their provider moves data inside those calls).
+std::optional<Completion> poll_for(Server& s, std::chrono::milliseconds limit) {
+    Completion wc[1];
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        if (!s.cq.poll(wc).empty()) return wc[0];
+        for (auto& c : s.clients) {
+            Completion ignored[4];
+            (void)c.cq.poll(ignored);
+        }
+        if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
+    }
+}
+
+std::optional<AsyncEvent> await_event(Domain& dom, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (auto e = dom.next_event()) return e;
+    }
+    return std::nullopt;
+}
+
+boost::test_tools::assertion_result emulated(boost::unit_test::test_unit_id) {
+    const std::string profile = open(ofi_config()).capabilities().profile;
+    boost::test_tools::assertion_result r(profile != "ofi-tcp" && profile != "ofi-sockets");
+    if (!r) r.message() << ofi_config() << " has a shared receive context: no bounce buffers";
+    return r;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(ofi_srq)
+
+// The message longer than the bounce buffer takes the oldest receive, which fails local_length (as a
+// receive too small for a message does on these providers) naming the QP, which goes to error; the next
+// receive serves the other QP.
+BOOST_AUTO_TEST_CASE(a_message_longer_than_the_bounce_buffer_fails_the_receive_that_takes_it,
+                     *boost::unit_test::precondition(&emulated)) {
+    Server s;
+    BOOST_REQUIRE(s.srq.post_recv({recv(1, s.mr.slice(0, 4096)), recv(2, s.mr.slice(4096, 4096))}));
+    s.send_from(0, 10, bounce_size + 1, std::byte{0x31});
+    const auto c = poll_for(s, std::chrono::seconds(10));
+    BOOST_REQUIRE(c.has_value());
+    BOOST_TEST(c->id == 1u);
+    BOOST_TEST(c->status == WcStatus::local_length);
+    BOOST_TEST(c->qp_num == s.qps[0].qp_num());
+    BOOST_TEST(s.qps[0].state() == QpState::error);
+    const auto e = await_event(s.dom, std::chrono::seconds(5));
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST((e->type == EventType::qp_last_wqe_reached));
+    BOOST_TEST(e->qp_num == s.qps[0].qp_num());
+
+    s.send_from(1, 11, bounce_size, std::byte{0x32});
+    const auto d = poll_for(s, std::chrono::seconds(10));
+    BOOST_REQUIRE(d.has_value());
+    BOOST_TEST(d->id == 2u);
+    BOOST_TEST(d->status == WcStatus::success);
+    BOOST_TEST(d->byte_len == bounce_size);
+    BOOST_TEST(d->qp_num == s.qps[1].qp_num());
+    BOOST_TEST(std::to_integer<int>(s.buf[4096 + bounce_size - 1]) == 0x32);
+    BOOST_TEST(!poll_for(s, std::chrono::milliseconds(50)).has_value());
+}
+
+// With the default bounce size (64 KiB), messages beyond the providers' eager sizes (rxm's rendezvous,
+// shm's copies through the kernel) arrive whole, into a receive of two segments.
+BOOST_AUTO_TEST_CASE(a_long_message_lands_whole_across_the_segments_of_its_receive) {
+    constexpr std::size_t len = 60 * 1024;
+    Server s("", 128 * 1024);
+    const LocalSegment two[2] = {s.mr.slice(0, 10000), s.mr.slice(64 * 1024, 64 * 1024)};
+    BOOST_REQUIRE(s.srq.post_recv({recv(5, std::span<const LocalSegment>(two))}));
+    auto& c = s.clients[1];
+    for (std::size_t i = 0; i < len; ++i) c.buf[i] = static_cast<std::byte>(i * 7 + 3);
+    BOOST_REQUIRE(c.qp.post_send({send(12, c.mr.slice(0, len))}));
+    const auto d = poll_for(s, std::chrono::seconds(10));
+    BOOST_REQUIRE(d.has_value());
+    BOOST_TEST(d->id == 5u);
+    BOOST_TEST(d->status == WcStatus::success);
+    BOOST_TEST(d->byte_len == len);
+    BOOST_TEST(d->qp_num == s.qps[1].qp_num());
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < len; ++i) {
+        const std::size_t at = i < 10000 ? i : 64 * 1024 + (i - 10000);
+        if (s.buf[at] != static_cast<std::byte>(i * 7 + 3)) ++wrong;
+    }
+    BOOST_TEST(wrong == 0u);
+}
+
+// A message waits for a receive (the queue is empty); its QP goes to error meanwhile: the message is
+// dropped, no receive of the queue is taken for it, Last WQE Reached names the QP, and the receive posted
+// next serves the other QP's message.
+BOOST_AUTO_TEST_CASE(a_qp_in_error_drops_the_message_waiting_for_a_receive) {
+    Server s;
+    s.send_from(0, 10, 32, std::byte{0x41});
+    BOOST_TEST(!poll_for(s, std::chrono::milliseconds(50)).has_value());
+    s.qps[0].to_error();
+    const auto e = await_event(s.dom, std::chrono::seconds(5));
+    BOOST_REQUIRE(e.has_value());
+    BOOST_TEST((e->type == EventType::qp_last_wqe_reached));
+    BOOST_TEST(e->qp_num == s.qps[0].qp_num());
+
+    BOOST_REQUIRE(s.srq.post_recv({recv(3, s.mr.slice(0, 64))}));
+    BOOST_TEST(!poll_for(s, std::chrono::milliseconds(50)).has_value());
+    s.send_from(1, 11, 16, std::byte{0x42});
+    const auto d = poll_for(s, std::chrono::seconds(10));
+    BOOST_REQUIRE(d.has_value());
+    BOOST_TEST(d->id == 3u);
+    BOOST_TEST(d->status == WcStatus::success);
+    BOOST_TEST(d->byte_len == 16u);
+    BOOST_TEST(d->qp_num == s.qps[1].qp_num());
+    BOOST_TEST(std::to_integer<int>(s.buf[15]) == 0x42);
+    BOOST_TEST(std::to_integer<int>(s.buf[16]) == 0);
+    BOOST_TEST(!poll_for(s, std::chrono::milliseconds(50)).has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
