@@ -842,8 +842,9 @@ std::size_t OfiSrq::pump(const OfiCq& cq, std::vector<std::pair<std::uint64_t, C
         }
         arrived_tail_ = &b;
     };
-    // What arrived, in the order the provider completed it.
-    for (int round = 0; round < 8; ++round) {
+    // What arrived, in the order the provider completed it. Closing, to the end: no entry may name the
+    // closing QP's bounces once it is gone.
+    for (int round = 0; closing != nullptr || round < 8; ++round) {
         const ssize_t got = fi_cq_read(bounce_cq_.get(), entries_read_.data(), entries_read_.size());
         if (got > 0) {
             for (ssize_t i = 0; i < got; ++i) {
@@ -1037,7 +1038,12 @@ std::size_t OfiCq::pump_srq() noexcept {
     std::size_t total = 0;
     srq_room();  // compacts first, so that what this round reads is one range
     const std::size_t before = srq_done_.size();
-    for (OfiQp* qp : srq_readers_) total += read_srq_cq(*qp, false);
+    const OfiSrq* pumped = nullptr;  // an emulated queue is read once for all its QPs (the usual case: one queue)
+    for (OfiQp* qp : srq_readers_) {
+        if (qp->srq() == pumped) continue;
+        if (qp->srq()->emulated()) pumped = qp->srq();
+        total += read_srq_cq(*qp, false);
+    }
     // Each QP's CQ keeps the order its receives completed in, but not the order between QPs: what this
     // round read leaves in the order the receives were posted, which is the order they were taken in.
     // An insertion sort: the range is short, and neither allocates nor reorders equal keys.
