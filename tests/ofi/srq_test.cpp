@@ -97,6 +97,25 @@ boost::test_tools::assertion_result not_sockets(boost::unit_test::test_unit_id) 
     return r;
 }
 
+boost::test_tools::assertion_result not_sockets_destroy(boost::unit_test::test_unit_id) {
+    boost::test_tools::assertion_result r(open(ofi_config()).capabilities().profile != "ofi-sockets");
+    if (!r) {
+        r.message() << "sockets' progress thread faults (SIGSEGV in libfabric 1.17) once a QP is destroyed whose "
+                       "message waits in the shared context (docs/backends/ofi.md, \"Shared receive queues\")";
+    }
+    return r;
+}
+
+boost::test_tools::assertion_result not_sockets_threads(boost::unit_test::test_unit_id) {
+    boost::test_tools::assertion_result r(open(ofi_config()).capabilities().profile != "ofi-sockets");
+    if (!r) {
+        r.message() << "sockets' progress thread faults (SIGSEGV in libfabric 1.17, in about one run of three) with "
+                       "receives posted to the shared context beside the polls (docs/backends/ofi.md, \"Shared "
+                       "receive queues\")";
+    }
+    return r;
+}
+
 bool is_emulated() { return emulated(0); }
 
 }  // namespace
@@ -184,10 +203,31 @@ BOOST_AUTO_TEST_CASE(a_qp_in_error_drops_the_message_waiting_for_a_receive, *boo
     BOOST_TEST(!poll_for(s, std::chrono::milliseconds(50)).has_value());
 }
 
+// Likewise for a QP destroyed while its message waits: the message goes with it, and the receive posted
+// next serves the other QP.
+BOOST_AUTO_TEST_CASE(a_destroyed_qp_takes_its_waiting_message_along,
+                     *boost::unit_test::precondition(&not_sockets_destroy)) {
+    Server s;
+    s.send_from(0, 10, 32, std::byte{0x51});
+    BOOST_TEST(!poll_for(s, std::chrono::milliseconds(50)).has_value());
+    s.qps[0] = QueuePair();
+    BOOST_REQUIRE(s.srq.post_recv({recv(4, s.mr.slice(0, 64))}));
+    if (auto early = poll_for(s, std::chrono::milliseconds(50))) BOOST_ERROR("a completion before the message: " << *early);
+    s.send_from(1, 11, 24, std::byte{0x52});
+    const auto d = poll_for(s, std::chrono::seconds(10));
+    BOOST_REQUIRE(d.has_value());
+    BOOST_TEST(d->id == 4u);
+    BOOST_TEST(d->status == WcStatus::success);
+    BOOST_TEST(d->byte_len == 24u);
+    BOOST_TEST(d->qp_num == s.qps[1].qp_num());
+    BOOST_TEST(std::to_integer<int>(s.buf[23]) == 0x52);
+    BOOST_TEST(!poll_for(s, std::chrono::milliseconds(50)).has_value());
+}
+
 // One thread keeps the queue stocked while this one has the clients send and polls: every message takes
 // a receive, with its bytes, whichever of the two QPs it came to. Emulated, the completions come in the
 // order the receives were posted; over a provider's context only within each read of the QPs' CQs.
-BOOST_AUTO_TEST_CASE(a_thread_posting_to_the_queue_beside_the_poller) {
+BOOST_AUTO_TEST_CASE(a_thread_posting_to_the_queue_beside_the_poller, *boost::unit_test::precondition(&not_sockets_threads)) {
     constexpr std::uint64_t total = 400;
     constexpr std::size_t slot = 64;
     const bool in_order = is_emulated();
