@@ -880,8 +880,10 @@ std::size_t OfiSrq::pump(const OfiCq& cq, std::vector<std::pair<std::uint64_t, C
             continue;
         }
         const WcStatus st = map_error(dom_->profile(), code, err.prov_errno);
-        if (st == WcStatus::local_length) {
-            // A message longer than the bounce buffer: it takes a receive like any other, which fails.
+        // A message longer than the bounce buffer: it takes a receive like any other, which fails. Through
+        // the verbs provider rxe reports it as its receive too small, local_qp_operation (docs/backends/ofi.md).
+        if (st == WcStatus::local_length ||
+            (dom_->profile().verbs_status && st == WcStatus::local_qp_operation)) {
             b->err = code;
             b->prov_errno = prov;
             b->len = err.len;

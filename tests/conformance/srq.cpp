@@ -97,18 +97,34 @@ BOOST_AUTO_TEST_CASE(qps_take_receives_in_posted_order, *needs(Feature::srq)) {
     BOOST_TEST(s.server.holds(0, 100, 1));
     BOOST_TEST(s.server.holds(1024, 200, 2));
     BOOST_TEST(s.server.holds(2048, 40, 3));
-    // A write with immediate takes one too; the one left is untouched.
+    test::expect_empty(s.server.cq);
+}
+
+// A write with immediate takes the queue's next receive as a send would, and leaves its buffer untouched:
+// the completion is recv_rdma_with_imm with the immediate, naming the QP it came on.
+BOOST_AUTO_TEST_CASE(a_write_with_imm_takes_a_receive_of_the_queue,
+                     *needs(Feature::srq) * needs(Feature::write_with_imm)) {
+    SrqServer s(3);
+    s.server.fill(3072, 256, 9);
+    BOOST_REQUIRE(s.srq.post_recv({recv(10, s.server.seg(0, 256)), recv(11, s.server.seg(3072, 256))}));
+    BOOST_TEST(s.send_from(1, 1, 0, 100, 1).status == WcStatus::success);
+    const Completion r = next(s.server.cq);
+    BOOST_TEST(r.id == 10u);
+    BOOST_TEST(r.opcode == Opcode::recv);
+    BOOST_TEST(r.qp_num == s.servers[1].qp_num());
     s.client.fill(8192, 64, 4);
     BOOST_REQUIRE(s.clients[2].post_send({write(4, s.client.seg(8192, 64), s.server.mr.remote().slice(4096, 64))
                                               .with_imm(77)}));
     BOOST_TEST(next(s.client.cq).status == WcStatus::success);
     const Completion w = next(s.server.cq);
-    BOOST_TEST(w.id == 13u);
+    BOOST_TEST(w.id == 11u);
+    BOOST_TEST(w.status == WcStatus::success);
     BOOST_TEST(w.opcode == Opcode::recv_rdma_with_imm);
     BOOST_TEST(w.has_imm);
     BOOST_TEST(w.imm == 77u);
     BOOST_TEST(w.qp_num == s.servers[2].qp_num());
     BOOST_TEST(s.server.holds(4096, 64, 4));
+    BOOST_TEST(s.server.holds(3072, 256, 9));  // the receive's own buffer is untouched
     test::expect_empty(s.server.cq);
 }
 

@@ -39,7 +39,7 @@ struct Server {
 
     explicit Server(std::string bounces = ",srq_bounce_size=" + std::to_string(bounce_size), std::size_t bytes = 16 * 1024)
         : dom(open(ofi_config() + bounces)), buf(bytes, std::byte{0}) {
-        cq = dom.create_cq({.depth = 64});
+        cq = dom.create_cq({.depth = 1024});  // the verbs provider keeps an entry per slot of its QPs
         mr = dom.register_memory(buf, all_access);
         srq = dom.create_srq({.max_recv = 16, .max_sge = 2});
         clients.reserve(2);
@@ -133,7 +133,9 @@ BOOST_AUTO_TEST_CASE(a_message_longer_than_the_bounce_buffer_fails_the_receive_t
     const auto c = poll_for(s, std::chrono::seconds(10));
     BOOST_REQUIRE(c.has_value());
     BOOST_TEST(c->id == 1u);
-    BOOST_TEST(c->status == WcStatus::local_length);
+    // rxe reports a receive too small as local_qp_operation, also through libfabric's verbs provider.
+    BOOST_TEST(c->status == (s.dom.capabilities().profile == "ofi-verbs" ? WcStatus::local_qp_operation
+                                                                        : WcStatus::local_length));
     BOOST_TEST(c->qp_num == s.qps[0].qp_num());
     BOOST_TEST(s.qps[0].state() == QpState::error);
     const auto e = await_event(s.dom, std::chrono::seconds(5));
