@@ -268,8 +268,9 @@ int main(int argc, char** argv) try {
     weft::Domain& db = two_domains ? dom_b : dom;
     const auto& caps = dom.capabilities();
     std::cout << "config " << config << "\ndevice " << caps.device << "\nfeatures";
-    for (std::uint32_t bit = 1; bit != 0 && bit <= (1u << 12); bit <<= 1) {
-        if (caps.features & bit) std::cout << ' ' << weft::to_string(static_cast<weft::Feature>(bit));
+    for (std::uint32_t bit = 1; bit != 0; bit <<= 1) {
+        const auto f = static_cast<weft::Feature>(bit);
+        if (caps.has(f) && weft::to_string(f) != "unknown_feature") std::cout << ' ' << weft::to_string(f);
     }
     std::cout << "\nmax_qp_wr " << caps.max_qp_wr << " max_sge " << caps.max_sge << " max_inline " << caps.max_inline
               << " max_msg_size " << caps.max_msg_size << "\n";
