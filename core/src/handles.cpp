@@ -1,5 +1,5 @@
 // The user-facing handles: thin, move-only owners that forward to the backend's implementation. Their
-// data-path calls (poll, post_send, post_recv) live in handles_datapath.cpp.
+// data-path calls (poll, post_send, post_recv) are inline in weft/domain.hpp.
 #include <weft/backend.hpp>
 #include <weft/detail/options.hpp>
 #include <weft/domain.hpp>

@@ -1,9 +1,10 @@
 // The thread-safe mode of QPs and CQs (QpOptions::thread_safe, CqOptions::thread_safe): a wrapper around
 // the backend's object that serializes the calls the contract otherwise leaves to one thread at a time.
 // Chosen once at creation, so a QP or CQ created without it pays nothing, not even a branch per call.
-// Backends never see a wrapper: the core hands them the object inside (unwrap). Keep this header out of
-// handles_datapath.cpp: seeing these classes there, GCC devirtualizes the data-path forwarders towards
-// them speculatively and every poll and post pays for it (see that file).
+// Backends never see a wrapper: the core hands them the object inside (unwrap). The data-path forwarders of
+// the handles are inline in weft/domain.hpp and compiled in the program, which never sees these classes:
+// where GCC saw them beside the forwarders, it devirtualized the forwarders towards them speculatively and
+// inlined their locks, which every poll and post paid for, locked or not.
 #pragma once
 
 #include <weft/backend.hpp>

@@ -49,59 +49,8 @@ public:
     BackendKind kind = BackendKind::sim;
 };
 
-class CqImpl {
-public:
-    virtual ~CqImpl() = default;
-    /// Fills up to out.size() completions; returns how many.
-    virtual std::size_t poll(std::span<Completion> out) noexcept = 0;
-    virtual bool wait(std::chrono::nanoseconds timeout) = 0;
-    virtual int fd() = 0;
-    virtual std::uint32_t depth() const noexcept = 0;
-
-    /// Names the queue in AsyncEvent::cq_num; set by the core when the queue is created, before the backend
-    /// can report an event of it.
-    std::uint32_t cq_num = 0;
-};
-
-class DomainImpl;
-
-/// A shared receive queue (Feature::srq). The core fills srq_num, max_recv and max_sge from what the
-/// backend granted, and `domain`.
-class SrqImpl {
-public:
-    virtual ~SrqImpl() = default;
-    /// Posts all of the batch or none of it (the core's checks have not run: call validate_recv_batch).
-    virtual PostStatus post_recv(std::span<const RecvRequest> batch) noexcept = 0;
-    /// Arms the limit event (0 disarms); the core has checked limit <= max_recv.
-    virtual void arm_limit(std::uint32_t limit) = 0;
-
-    std::uint32_t srq_num = 0;
-    std::uint32_t max_recv = 0;
-    std::uint32_t max_sge = 0;
-    /// The domain that created it; set by the core.
-    std::shared_ptr<DomainImpl> domain;
-};
-
-class QpImpl {
-public:
-    virtual ~QpImpl() = default;
-    virtual PostStatus post_send(std::span<const SendRequest> batch) noexcept = 0;
-    virtual PostStatus post_recv(std::span<const RecvRequest> batch) noexcept = 0;
-    virtual std::vector<std::byte> address() const = 0;
-    virtual void connect(std::span<const std::byte> peer) = 0;
-    virtual QpState state() const noexcept = 0;
-    /// Optional (Feature::disconnect); the core has checked that the QP was connected. The default throws
-    /// Errc::not_supported.
-    virtual void disconnect();
-    /// Moves the QP to error without telling the peer (QueuePair::to_error).
-    virtual void to_error() = 0;
-
-    std::uint32_t qp_num = 0;
-    QpCaps caps{};
-    /// The domain that created this QP; set by the core (Domain::create_qp), so weft::connect(qp, ...) can
-    /// reach the backend. Released after the derived destructor has destroyed the QP.
-    std::shared_ptr<DomainImpl> domain;
-};
+// CqImpl, SrqImpl and QpImpl, the objects behind the handles that carry the data path, are declared in
+// weft/domain.hpp, so that the handles' poll and post calls are inline there.
 
 /// A "host:port" as weft::listen and weft::connect take it, parsed by the core before the backend sees it.
 struct HostPort {
