@@ -374,6 +374,8 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     const RecvRequest* r = batch.data();
     const auto build_run = [&](const RecvRequest* const run_end, std::uint32_t at) noexcept {
         std::uint64_t* const ids = rq_.ids.get() + at;
+        // Unrolled by four: four receives share one step of each cursor.
+#pragma GCC unroll 4
         for (std::size_t i = 0; r != run_end; ++r, ++i, ++wr, ++wr_id) {
             if (r->sg_list != nullptr || r->num_sge != 1) [[unlikely]] return false;
             copy_segment(r->sge, *wr->sg_list);
