@@ -433,6 +433,16 @@ struct TransportOptions {
     std::uint8_t min_rnr_timer = 12;
 };
 
+// A work request of a QP's preallocated chain and the one segment its sg_list points to between posts, right
+// after it: the fast paths, which post one segment, write it at a fixed distance from the request instead of
+// reading sg_list first. A request of several segments (the general paths) points sg_list elsewhere for the
+// time of its post.
+template <class Wr>
+struct WrSlot {
+    Wr wr;
+    ibv_sge sge;
+};
+
 class VerbsQp final : public detail::QpImpl {
 public:
     VerbsQp(std::shared_ptr<Device> device, const detail::QpSetup& setup);
@@ -477,7 +487,7 @@ private:
     // Posting a receive to a QP that may be in error, on a device that does not flush it then (rxe).
     [[gnu::noinline]] void help_recv_flush(QpState before) noexcept;
     // Hands the chain built for queue positions head..end (ending before `after`) to the provider.
-    PostStatus submit_send(std::uint32_t head, std::uint32_t end, ibv_send_wr* after) noexcept;
+    PostStatus submit_send(std::uint32_t head, std::uint32_t end, WrSlot<ibv_send_wr>* after) noexcept;
 
     std::shared_ptr<Device> device_;
     std::shared_ptr<VerbsCq> send_cq_;  // declared before qp_: the QP goes first
@@ -497,17 +507,19 @@ private:
     std::uint32_t max_single_length_ = 0;  // the longest one segment may be: min(max_msg_size, 2^32 - 1)
     bool recv_flush_help_ = false;         // the device does not flush receives posted to a QP in error (rxe)
     FastOpTable send_ops_{};               // from the device's OpTable and what needs a closer look here
-    // Work requests are built here, never on the heap per call: capacity + 1 chained entries, each with its
-    // own max_sge segments (next and sg_list are set once). Between posts every entry has num_sge 1, which
-    // the fast paths leave as it is.
-    std::unique_ptr<ibv_send_wr[]> send_wrs_;
+    // Work requests are built here, never on the heap per call: capacity + 1 chained entries (WrSlot), each
+    // with a segment of its own and max_sge more in *_sges_ for the general paths. Between posts every entry
+    // has num_sge 1 and sg_list at its own segment, which the fast paths leave as they are.
+    std::unique_ptr<WrSlot<ibv_send_wr>[]> send_wrs_;
     std::unique_ptr<ibv_sge[]> send_sges_;
     // post_one's work request: one segment (one_sge_), no next, as set up in init_data_path.
     ibv_send_wr one_wr_{};
     ibv_sge one_sge_{};
     ibv_send_wr* one_bad_ = nullptr;  // where the provider says it stopped in post_one (nothing to learn there)
-    std::unique_ptr<ibv_recv_wr[]> recv_wrs_;
+    std::unique_ptr<WrSlot<ibv_recv_wr>[]> recv_wrs_;
     std::unique_ptr<ibv_sge[]> recv_sges_;
+    std::uint32_t send_sge_stride_ = 1;  // segments of send_sges_ per entry (max_send_sge)
+    std::uint32_t recv_sge_stride_ = 1;
 };
 
 // The connections of QPs connected through rdma_cm (weft::connect / Listener::accept), kept after the
@@ -606,6 +618,20 @@ std::unique_ptr<Wr[]> chain(std::uint32_t count, std::uint32_t stride, std::uniq
         wrs[i].num_sge = 1;
     }
     return wrs;
+}
+
+// Chains `count` slots (plus a spare, so that every entry but the spare has a successor), each request's
+// sg_list at its own segment, num_sge 1; and gives `sges` `stride` segments per slot for requests of more.
+template <class Wr>
+std::unique_ptr<WrSlot<Wr>[]> chain_slots(std::uint32_t count, std::uint32_t stride, std::unique_ptr<ibv_sge[]>& sges) {
+    auto slots = std::make_unique<WrSlot<Wr>[]>(count + 1);
+    sges = std::make_unique<ibv_sge[]>(static_cast<std::size_t>(count + 1) * stride);
+    for (std::uint32_t i = 0; i <= count; ++i) {
+        slots[i].wr.next = i < count ? &slots[i + 1].wr : nullptr;
+        slots[i].wr.sg_list = &slots[i].sge;
+        slots[i].wr.num_sge = 1;
+    }
+    return slots;
 }
 
 // "fe80::1" style text of a GID, for messages.

@@ -208,9 +208,10 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     if (n - 1 >= sq_.free_slots(head)) [[unlikely]] return post_send_refused(n);
     // Common requests are checked and built here; a batch with any other goes to post_send_general, which
     // checks every request exactly. Nothing is posted before the whole batch is checked, and what was built
-    // so far is simply built again. Every entry already has num_sge 1 and its next (the last one's is cut
-    // below and restored). wr_id counts up from tag | head; a batch whose positions would wrap round 2^32
-    // (once in 4 billion requests) goes the general way, which counts them in 32 bits.
+    // so far is simply built again. Every entry already has num_sge 1, sg_list at its own segment and its
+    // next (the last one's is cut below and restored). wr_id counts up from tag | head; a batch whose
+    // positions would wrap round 2^32 (once in 4 billion requests) goes the general way, which counts them in
+    // 32 bits.
     if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_send_general(batch);
     // The batch's slots run from head's on, and when they pass the end of the ring on from its start: one run
     // or two, each built with an index that steps, instead of masking every position (n fits in the ring:
@@ -219,8 +220,8 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     const std::size_t to_end = sq_.ring_mask + 1 - first;
     const std::uint32_t max_length = max_single_length_;
     const FastOp* const ops = send_ops_.data();
-    ibv_send_wr* const wrs = send_wrs_.get();
-    ibv_send_wr* wr = wrs;
+    WrSlot<ibv_send_wr>* const wrs = send_wrs_.get();
+    WrSlot<ibv_send_wr>* wr = wrs;
     std::uint64_t wr_id = sq_.tag | head;
     const SendRequest* r = batch.data();
     // (Inlined by force: left to itself GCC calls it, and the loop then keeps its cursors in memory. Not
@@ -233,7 +234,7 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
                 ids[i] = id;
                 tails[i] = tail;
             };
-            if (!build_common(*r, ops, max_length, wr_id, *wr, *wr->sg_list, put_slot)) [[unlikely]] return false;
+            if (!build_common(*r, ops, max_length, wr_id, wr->wr, wr->sge, put_slot)) [[unlikely]] return false;
         }
         return true;
     };
@@ -243,11 +244,11 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     }
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
     sq_.publish(static_cast<std::uint32_t>(wr_id));
-    ibv_send_wr& last = wr[-1];
+    ibv_send_wr& last = wr[-1].wr;
     last.next = nullptr;
     ibv_send_wr* bad = nullptr;
-    const int rc = ::ibv_post_send(handle_, wrs, &bad);
-    last.next = wr;
+    const int rc = ::ibv_post_send(handle_, &wrs->wr, &bad);
+    last.next = &wr->wr;
     if (rc != 0) [[unlikely]] return send_refused_by_provider(head, bad);
     return PostStatus::ok();
 }
@@ -296,9 +297,13 @@ PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexce
     }
     const std::uint32_t head = sq_.head();
     std::uint32_t pos = head;
-    ibv_send_wr* wr = send_wrs_.get();
+    WrSlot<ibv_send_wr>* slot = send_wrs_.get();
     for (const SendRequest& r : batch) {
         const OpInfo info = device_->ops[static_cast<std::uint8_t>(r.opcode)];
+        ibv_send_wr* const wr = &slot->wr;
+        if (r.num_sge > 1) {
+            wr->sg_list = &send_sges_[static_cast<std::size_t>(slot - send_wrs_.get()) * send_sge_stride_];
+        }
         std::uint64_t length = 0;
         (void)gather(r, wr->sg_list, length);  // validate_send_batch checked sg_list
         wr->wr_id = sq_.tag | pos;
@@ -318,20 +323,23 @@ PostStatus VerbsQp::post_send_general(std::span<const SendRequest> batch) noexce
         sq_.ids[sq_.at(pos)] = r.id;
         sq_.tails[sq_.at(pos)] = WorkQueue::tail_of(info.completion);
         ++pos;
-        ++wr;
+        ++slot;
     }
-    const PostStatus st = submit_send(head, pos, wr);
-    for (ibv_send_wr* w = send_wrs_.get(); w != wr; ++w) w->num_sge = 1;  // as the fast path expects
+    const PostStatus st = submit_send(head, pos, slot);
+    for (WrSlot<ibv_send_wr>* w = send_wrs_.get(); w != slot; ++w) {  // as the fast path expects
+        w->wr.num_sge = 1;
+        w->wr.sg_list = &w->sge;
+    }
     return st;
 }
 
-PostStatus VerbsQp::submit_send(std::uint32_t head, std::uint32_t end, ibv_send_wr* after) noexcept {
+PostStatus VerbsQp::submit_send(std::uint32_t head, std::uint32_t end, WrSlot<ibv_send_wr>* after) noexcept {
     // Counted before the provider sees them: the poller may retire them the moment they are posted.
     sq_.publish(end);
-    after[-1].next = nullptr;
+    after[-1].wr.next = nullptr;
     ibv_send_wr* bad = nullptr;
-    const int rc = ::ibv_post_send(handle_, send_wrs_.get(), &bad);
-    after[-1].next = after;
+    const int rc = ::ibv_post_send(handle_, &send_wrs_[0].wr, &bad);
+    after[-1].wr.next = &after->wr;
     if (rc == 0) [[likely]] return PostStatus::ok();
     return send_refused_by_provider(head, bad);
 }
@@ -339,7 +347,10 @@ PostStatus VerbsQp::submit_send(std::uint32_t head, std::uint32_t end, ibv_send_
 PostStatus VerbsQp::send_refused_by_provider(std::uint32_t head, const ibv_send_wr* bad) noexcept {
     // The provider refused a request weft's checks let through. Providers stop at the first bad request,
     // having queued the ones before it; account for those, and say so.
-    const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - send_wrs_.get()) : 0u;
+    // (A slot's request is its first member: the pointers convert.)
+    const auto posted =
+        bad != nullptr ? static_cast<std::uint32_t>(reinterpret_cast<const WrSlot<ibv_send_wr>*>(bad) - send_wrs_.get())
+                       : 0u;
     sq_.publish(head + posted);
     return PostStatus::invalid(posted, posted == 0 ? "the provider refused the request (ibv_post_send)"
                                                    : "the provider refused this request (ibv_post_send); the "
@@ -347,7 +358,9 @@ PostStatus VerbsQp::send_refused_by_provider(std::uint32_t head, const ibv_send_
 }
 
 PostStatus VerbsQp::recv_refused_by_provider(std::uint32_t head, const ibv_recv_wr* bad) noexcept {
-    const auto posted = bad != nullptr ? static_cast<std::uint32_t>(bad - recv_wrs_.get()) : 0u;
+    const auto posted =
+        bad != nullptr ? static_cast<std::uint32_t>(reinterpret_cast<const WrSlot<ibv_recv_wr>*>(bad) - recv_wrs_.get())
+                       : 0u;
     rq_.publish(head + posted);
     return PostStatus::invalid(posted, posted == 0 ? "the provider refused the receive (ibv_post_recv)"
                                                    : "the provider refused this receive (ibv_post_recv); the "
@@ -368,8 +381,8 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_recv_general(batch);
     const std::uint32_t first = head & rq_.ring_mask;
     const std::size_t to_end = rq_.ring_mask + 1 - first;
-    ibv_recv_wr* const wrs = recv_wrs_.get();
-    ibv_recv_wr* wr = wrs;
+    WrSlot<ibv_recv_wr>* const wrs = recv_wrs_.get();
+    WrSlot<ibv_recv_wr>* wr = wrs;
     std::uint64_t wr_id = rq_.tag | head;
     const RecvRequest* r = batch.data();
     const auto build_run = [&](const RecvRequest* const run_end, std::uint32_t at) noexcept {
@@ -378,8 +391,8 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
 #pragma GCC unroll 4
         for (std::size_t i = 0; r != run_end; ++r, ++i, ++wr, ++wr_id) {
             if (r->sg_list != nullptr || r->num_sge != 1) [[unlikely]] return false;
-            copy_segment(r->sge, *wr->sg_list);
-            wr->wr_id = wr_id;
+            copy_segment(r->sge, wr->sge);
+            wr->wr.wr_id = wr_id;
             ids[i] = r->id;
         }
         return true;
@@ -389,11 +402,11 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
         return post_recv_general(batch);
     }
     rq_.publish(static_cast<std::uint32_t>(wr_id));
-    ibv_recv_wr& last = wr[-1];
+    ibv_recv_wr& last = wr[-1].wr;
     last.next = nullptr;
     ibv_recv_wr* bad = nullptr;
-    const int rc = ::ibv_post_recv(handle_, wrs, &bad);
-    last.next = wr;
+    const int rc = ::ibv_post_recv(handle_, &wrs->wr, &bad);
+    last.next = &wr->wr;
     if (rc != 0) [[unlikely]] return recv_refused_by_provider(head, bad);
     if (recv_flush_help_) [[unlikely]] help_recv_flush(before);
     return PostStatus::ok();
@@ -412,41 +425,47 @@ PostStatus VerbsQp::post_recv_general(std::span<const RecvRequest> batch) noexce
     const std::uint32_t head = rq_.head();
     const QpState before = state_.load(std::memory_order_relaxed);
     const std::uint32_t max_sge = caps.max_sge;
-    ibv_recv_wr* const wrs = recv_wrs_.get();
-    ibv_recv_wr* wr = wrs;
+    WrSlot<ibv_recv_wr>* const wrs = recv_wrs_.get();
+    WrSlot<ibv_recv_wr>* slot = wrs;
     std::uint32_t pos = head;
     PostStatus st = PostStatus::ok();
     for (const RecvRequest& r : batch) {
-        const auto i = static_cast<std::uint32_t>(wr - wrs);
+        const auto i = static_cast<std::uint32_t>(slot - wrs);
         if (r.num_sge > max_sge) {
             st = PostStatus::invalid(i, "more segments than the QP's max_sge");
             break;
         }
-        std::uint64_t length = 0;
-        if (!gather(r, wr->sg_list, length)) {
+        if (r.sg_list == nullptr && r.num_sge > 1) {
             st = PostStatus::invalid(i, "num_sge > 1 needs sg_list");
             break;
         }
+        ibv_recv_wr* const wr = &slot->wr;
+        if (r.num_sge > 1) wr->sg_list = &recv_sges_[static_cast<std::size_t>(i) * recv_sge_stride_];
+        std::uint64_t length = 0;
+        (void)gather(r, wr->sg_list, length);  // sg_list checked above
         wr->wr_id = rq_.tag | pos;
         wr->num_sge = static_cast<int>(r.num_sge);
         rq_.ids[rq_.at(pos)] = r.id;
         ++pos;
-        ++wr;
+        ++slot;
     }
     if (st) {
         rq_.publish(pos);
-        ibv_recv_wr& last = wr[-1];
+        ibv_recv_wr& last = slot[-1].wr;
         last.next = nullptr;
         ibv_recv_wr* bad = nullptr;
-        const int rc = ::ibv_post_recv(handle_, wrs, &bad);
-        last.next = wr;
+        const int rc = ::ibv_post_recv(handle_, &wrs->wr, &bad);
+        last.next = &slot->wr;
         if (rc != 0) {
             st = recv_refused_by_provider(head, bad);
         } else if (before == QpState::error || recv_flush_help_) {
             help_recv_flush(before);
         }
     }
-    for (ibv_recv_wr* w = wrs; w != wr; ++w) w->num_sge = 1;  // as the fast path expects
+    for (WrSlot<ibv_recv_wr>* w = wrs; w != slot; ++w) {  // as the fast path expects
+        w->wr.num_sge = 1;
+        w->wr.sg_list = &w->sge;
+    }
     return st;
 }
 

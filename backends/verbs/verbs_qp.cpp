@@ -160,8 +160,10 @@ void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
     caps.max_inline = granted.max_inline_data;
     init_queue(sq_, caps.max_send, handle_, false, &state_);
     init_queue(rq_, caps.max_recv, handle_, true, &state_);
-    send_wrs_ = chain<ibv_send_wr>(caps.max_send, std::max(granted.max_send_sge, 1u), send_sges_);
-    recv_wrs_ = chain<ibv_recv_wr>(caps.max_recv, std::max(granted.max_recv_sge, 1u), recv_sges_);
+    send_sge_stride_ = std::max(granted.max_send_sge, 1u);
+    recv_sge_stride_ = std::max(granted.max_recv_sge, 1u);
+    send_wrs_ = chain_slots<ibv_send_wr>(caps.max_send, send_sge_stride_, send_sges_);
+    recv_wrs_ = chain_slots<ibv_recv_wr>(caps.max_recv, recv_sge_stride_, recv_sges_);
     one_wr_.next = nullptr;
     one_wr_.sg_list = &one_sge_;
     one_wr_.num_sge = 1;
