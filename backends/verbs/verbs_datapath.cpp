@@ -733,12 +733,13 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
                     std::uint64_t tail = WorkQueue::tail_of(Opcode::recv);
                     // Immediate data belongs to receive completions (rxe also flags the requester's
                     // completion of a *_with_imm request, without a value). The slot says recv; a
-                    // write_with_imm that consumed the receive is the opcode after it.
-                    if ((w->wc_flags & IBV_WC_WITH_IMM) != 0) {
+                    // write_with_imm that consumed the receive is the opcode after it. Such a write always
+                    // carries immediate data, so a receive without is a plain one: one branch for it.
+                    if ((w->wc_flags & IBV_WC_WITH_IMM) != 0) [[unlikely]] {
                         lengths |= static_cast<std::uint64_t>(ntohl(w->imm_data)) << 32;
                         tail |= 1u << 16;
+                        if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
                     }
-                    if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
                     put(c, ids[at], lengths, qp_num, tail);
                     ++c;
                 }
