@@ -498,6 +498,10 @@ private:
     std::uint32_t reserved_recv_ = 0;
     QpPtr qp_;
     ibv_qp* handle_ = nullptr;  // qp_, or an adopted QP (Adopt) that qp_ leaves alone
+    // What ibv_post_send and ibv_post_recv call (the provider's entries in the context's ops, fixed when the
+    // context was opened), called directly: one load less a post.
+    int (*provider_post_send_)(ibv_qp*, ibv_send_wr*, ibv_send_wr**) = nullptr;
+    int (*provider_post_recv_)(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**) = nullptr;
     TransportOptions transport_;
     std::uint32_t psn_ = 0;
     mutable std::atomic<QpState> state_{QpState::reset};

@@ -247,7 +247,7 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     ibv_send_wr& last = wr[-1].wr;
     last.next = nullptr;
     ibv_send_wr* bad = nullptr;
-    const int rc = ::ibv_post_send(handle_, &wrs->wr, &bad);
+    const int rc = provider_post_send_(handle_, &wrs->wr, &bad);
     last.next = &wr->wr;
     if (rc != 0) [[unlikely]] return send_refused_by_provider(head, bad);
     return PostStatus::ok();
@@ -270,7 +270,7 @@ PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
     // The provider stops at the first request it refuses: here the only one, so none was posted, and where it
     // stopped (written to one_bad_, never read) tells nothing. Only this thread writes `posted`: head is
     // read back from it on that path, so that nothing but `this` stays live across the call.
-    if (::ibv_post_send(handle_, &one_wr_, &one_bad_) != 0) [[unlikely]] {
+    if (provider_post_send_(handle_, &one_wr_, &one_bad_) != 0) [[unlikely]] {
         return send_refused_by_provider(sq_.head() - 1, nullptr);
     }
     return PostStatus::ok();
@@ -338,7 +338,7 @@ PostStatus VerbsQp::submit_send(std::uint32_t head, std::uint32_t end, WrSlot<ib
     sq_.publish(end);
     after[-1].wr.next = nullptr;
     ibv_send_wr* bad = nullptr;
-    const int rc = ::ibv_post_send(handle_, &send_wrs_[0].wr, &bad);
+    const int rc = provider_post_send_(handle_, &send_wrs_[0].wr, &bad);
     after[-1].wr.next = &after->wr;
     if (rc == 0) [[likely]] return PostStatus::ok();
     return send_refused_by_provider(head, bad);
@@ -405,7 +405,7 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     ibv_recv_wr& last = wr[-1].wr;
     last.next = nullptr;
     ibv_recv_wr* bad = nullptr;
-    const int rc = ::ibv_post_recv(handle_, &wrs->wr, &bad);
+    const int rc = provider_post_recv_(handle_, &wrs->wr, &bad);
     last.next = &wr->wr;
     if (rc != 0) [[unlikely]] return recv_refused_by_provider(head, bad);
     if (recv_flush_help_) [[unlikely]] help_recv_flush(before);
@@ -454,7 +454,7 @@ PostStatus VerbsQp::post_recv_general(std::span<const RecvRequest> batch) noexce
         ibv_recv_wr& last = slot[-1].wr;
         last.next = nullptr;
         ibv_recv_wr* bad = nullptr;
-        const int rc = ::ibv_post_recv(handle_, &wrs->wr, &bad);
+        const int rc = provider_post_recv_(handle_, &wrs->wr, &bad);
         last.next = &slot->wr;
         if (rc != 0) {
             st = recv_refused_by_provider(head, bad);

@@ -152,6 +152,8 @@ VerbsQp::VerbsQp(Adopt, std::shared_ptr<Device> device, std::shared_ptr<VerbsCq>
 
 void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
     qp_num = handle_->qp_num;
+    provider_post_send_ = handle_->context->ops.post_send;
+    provider_post_recv_ = handle_->context->ops.post_recv;
     caps.max_send = granted.max_send_wr;
     // With a shared receive queue the QP has no receive queue of its own (providers may report what they
     // ignored), and its receives have the queue's max_sge.
