@@ -530,6 +530,7 @@ private:
     };
     // Takes the oldest posted receive; false when none is. Counts it off as retire() does.
     bool take(Taken& out) noexcept;
+    bool count_off() noexcept;
     void limit_crossed() noexcept;
     bool deliver_bounce(SrqBounce& b, const Taken& t, Completion& c) noexcept;
     bool emulated_ = false;

@@ -718,15 +718,19 @@ std::uint64_t OfiSrq::retire(SrqEntry& e) noexcept {
         id = e.id;
         e.next_free = free_top_;
         free_top_ = static_cast<std::uint32_t>(&e - entries_.get());
-        --outstanding_;
-        held_.store(outstanding_, std::memory_order_relaxed);
-        if (limit_ != 0 && outstanding_ < limit_) {
-            limit_ = 0;
-            fire = true;
-        }
+        fire = count_off();
     }
     if (fire) limit_crossed();
     return id;
+}
+
+// mu_ held. One receive fewer outstanding; true when that took the queue below an armed limit (disarmed now).
+bool OfiSrq::count_off() noexcept {
+    --outstanding_;
+    held_.store(outstanding_, std::memory_order_relaxed);
+    if (limit_ == 0 || outstanding_ >= limit_) return false;
+    limit_ = 0;
+    return true;
 }
 
 void OfiSrq::limit_crossed() noexcept {
@@ -749,12 +753,7 @@ bool OfiSrq::take(Taken& out) noexcept {
         out.seq = e.seq;
         out.iov_count = e.iov_count;
         std::copy_n(e.iov, e.iov_count, out.iov.begin());
-        --outstanding_;
-        held_.store(outstanding_, std::memory_order_relaxed);
-        if (limit_ != 0 && outstanding_ < limit_) {
-            limit_ = 0;
-            fire = true;
-        }
+        fire = count_off();
     }
     if (fire) limit_crossed();
     return true;
