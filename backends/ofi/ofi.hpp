@@ -126,6 +126,7 @@ struct Profile {
     // receives, fed from bounce buffers each QP on it receives into (OfiSrq, "emulated").
     bool srq_emulated = false;
     std::size_t srq_bounce_size = 0;  // the bytes of one bounce buffer (srq_bounce_size)
+    std::uint32_t srq_bounces = 0;    // the bounce buffers of each QP on an emulated queue (srq_bounces)
     std::size_t inject_size = 0;
     std::size_t cq_data_size = 0;
     std::uint32_t iov_limit = 1;
@@ -468,8 +469,9 @@ struct SrqBounce {
     SrqBounce* next = nullptr;  // arrival list
 };
 
-// Emulated queue: the bounce buffers each QP on it keeps posted.
-inline constexpr std::uint32_t srq_bounces_per_qp = 4;
+// Emulated queue: the bounce buffers each QP on it keeps posted (srq_bounces), by default and at most.
+inline constexpr std::uint32_t srq_bounces_default = 4;
+inline constexpr std::uint32_t srq_bounces_max = 4096;
 inline constexpr std::size_t srq_bounce_size_default = 64 * 1024;
 
 // The most receives a shared receive queue holds: weft preallocates its entries (the providers' contexts
@@ -840,7 +842,7 @@ private:
     // Emulated shared receive queue: the bounce buffers (one allocation, registered where FI_MR_LOCAL).
     std::unique_ptr<std::byte[]> bounce_store_;
     Fid<fid_mr> bounce_mr_;
-    std::array<SrqBounce, srq_bounces_per_qp> bounces_{};
+    std::vector<SrqBounce> bounces_;  // srq_bounces of them, sized at create_qp and never again (listed by address)
     bool bounces_closed_ = false;  // the endpoint closes: no more posts (the queue's match_mu_)
     Fid<fid_eq> eq_;
     Fid<fid_pep> pep_;

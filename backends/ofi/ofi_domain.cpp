@@ -292,9 +292,19 @@ OfiDomain::OfiDomain(const Config& cfg) {
     profile_.srq_emulated = !profile_.srx;
     profile_.srq_bounce_size = static_cast<std::size_t>(
         cfg.get_uint("srq_bounce_size", srq_bounce_size_default, 1, std::uint64_t{1} << 30));
+    profile_.srq_bounces =
+        static_cast<std::uint32_t>(cfg.get_uint("srq_bounces", srq_bounces_default, 1, srq_bounces_max));
     // shm's senders only raise a flag in the receiver's shared memory: its descriptor never wakes by itself.
     profile_.native_wait = profile_.wait_fd && profile_.provider != "shm";
     fill_capabilities();
+    // Each bounce is a receive posted at the QP's endpoint: the provider's receive queue must hold them all.
+    if (profile_.srq_emulated && profile_.srq_bounces > caps.max_qp_wr) {
+        throw Error(Errc::invalid_config,
+                    "srq_bounces=" + std::to_string(profile_.srq_bounces) + " is more receives than " +
+                        profile_.provider + "'s receive queue holds here (" + std::to_string(caps.max_qp_wr) +
+                        "; raise queue_size or lower srq_bounces)",
+                    backend_name, "open");
+    }
 }
 
 OfiDomain::~OfiDomain() {

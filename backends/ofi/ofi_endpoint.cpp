@@ -203,17 +203,19 @@ OfiQp::OfiQp(std::shared_ptr<OfiDomain> dom, const detail::QpSetup& setup)
         if (srq_->emulated()) {
             // The bounce buffers the endpoint receives into (ofi_srq.cpp); not zeroed, only received into.
             const std::size_t size = profile_.srq_bounce_size;
-            bounce_store_.reset(new std::byte[size * srq_bounces_per_qp]);
+            const std::uint32_t count = profile_.srq_bounces;
+            bounce_store_.reset(new std::byte[size * count]);
+            bounces_.resize(count);
             void* desc = nullptr;
             if (profile_.mr_local) {
                 fid_mr* mr = nullptr;
-                check(fi_mr_reg(dom_->domain(), bounce_store_.get(), size * srq_bounces_per_qp, FI_RECV, 0,
+                check(fi_mr_reg(dom_->domain(), bounce_store_.get(), size * count, FI_RECV, 0,
                                 0x5b0ce000ull + qp_num, 0, &mr, nullptr),
                       "fi_mr_reg", "create_qp", "the bounce buffers of a QP on a shared receive queue");
                 bounce_mr_.reset(mr);
                 desc = fi_mr_desc(mr);
             }
-            for (std::uint32_t i = 0; i < srq_bounces_per_qp; ++i) {
+            for (std::uint32_t i = 0; i < count; ++i) {
                 bounces_[i].qp = this;
                 bounces_[i].buf = bounce_store_.get() + i * size;
                 bounces_[i].desc = desc;
@@ -350,7 +352,7 @@ void OfiQp::make_endpoint(fi_info* info, std::span<const std::byte> dest) {
         fi_tx_attr& tx = *info->tx_attr;
         fi_rx_attr& rx = *info->rx_attr;
         tx.size = std::min<std::size_t>(tx.size, std::max<std::size_t>(1, caps.max_send) * per_slot);
-        const std::uint32_t receives = srq_ && srq_->emulated() ? srq_bounces_per_qp : caps.max_recv;
+        const std::uint32_t receives = srq_ && srq_->emulated() ? profile_.srq_bounces : caps.max_recv;
         rx.size = std::min<std::size_t>(rx.size, std::max<std::size_t>(1, receives));
         tx.iov_limit = std::min<std::size_t>(tx.iov_limit, std::max<std::size_t>(1, caps.max_sge));
         rx.iov_limit = std::min<std::size_t>(rx.iov_limit, std::max<std::size_t>(1, caps.max_sge));

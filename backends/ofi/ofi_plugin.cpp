@@ -11,7 +11,7 @@ namespace weft::ofi {
 
 namespace {
 
-constexpr std::array<KeySpec, 11> ofi_keys{{
+constexpr std::array<KeySpec, 12> ofi_keys{{
     {"provider",
      "libfabric provider (fi_info -l): tcp, shm, sockets, verbs, tcp;ofi_rxm, verbs;ofi_rxm ...; default tcp"},
     {"ep_type", "msg or rdm; default msg where the provider offers FI_EP_MSG (tcp, verbs, sockets), rdm otherwise"},
@@ -36,8 +36,12 @@ constexpr std::array<KeySpec, 11> ofi_keys{{
      "progresses every CQ, at least every millisecond and when the provider's descriptor reports data, as a "
      "NIC answers writes, reads and atomics without the target's CPU"},
     {"srq_bounce_size",
-     "where shared receive queues are emulated (shm, rxm, verbs): the bytes of each of the 4 bounce buffers "
-     "a QP on a shared queue receives into, so the longest message it takes: 1 to 1073741824; default 65536"},
+     "where shared receive queues are emulated (shm, rxm, verbs): the bytes of each bounce buffer a QP on a "
+     "shared queue receives into, so the longest message it takes: 1 to 1073741824; default 65536"},
+    {"srq_bounces",
+     "where shared receive queues are emulated (shm, rxm, verbs): the bounce buffers each QP on a shared queue "
+     "keeps posted, so the messages it holds while the queue is empty: 1 to 4096, at most the provider's "
+     "receive queue size; default 4"},
     {"shm_cleanup",
      "shm: on (default): at open, remove the /dev/shm regions this user's shm endpoints left when their process "
      "ended without closing them (SIGKILL), named <pid>:<uid>:<n> with no process <pid>; off: leave them"},

@@ -1,6 +1,7 @@
 // Shared receive queues where the backend emulates them (shm, rxm): a message waits in a bounce buffer of
-// the QP it came to until a receive of the queue takes it, so a message longer than the bounce buffer
-// (srq_bounce_size) fails the receive that takes it, and a QP that goes to error drops the message waiting
+// the QP it came to until a receive of the queue takes it, so a QP holds as many messages as it has bounce
+// buffers (srq_bounces), a message longer than the bounce buffer (srq_bounce_size) fails the receive that
+// takes it, and a QP that goes to error drops the message waiting
 // in its bounce buffer without taking a receive. A thread that posts the queue's receives beside the one
 // polling its QPs' CQ is the threading the API allows (under ThreadSanitizer in tools/test). The cases but
 // the first run on tcp's shared context too.
@@ -209,6 +210,61 @@ BOOST_AUTO_TEST_CASE(a_destroyed_qp_takes_its_waiting_message_along,
     BOOST_TEST(d->qp_num == s.qps[1].qp_num());
     BOOST_TEST(std::to_integer<int>(s.buf[23]) == 0x52);
     BOOST_TEST(!poll_for(s, std::chrono::milliseconds(50)).has_value());
+}
+
+// srq_bounces sets how many messages a QP on an emulated queue holds while the queue is empty. QP 0 is sent
+// `bounces` + 2 messages: the first `bounces` wait in its bounce buffers, the last two at the provider. A
+// message sent to QP 1 after them reaches its own bounce first, so it takes receive number `bounces`, and
+// QP 0's last two come only as receives free its bounces. Each count is checked, so an off-by-one or a
+// key left unread shows as a message in the wrong place.
+BOOST_AUTO_TEST_CASE(srq_bounces_sets_the_messages_a_qp_holds_while_the_queue_is_empty,
+                     *boost::unit_test::precondition(&emulated)) {
+    constexpr std::size_t slot = 64;
+    // Polls every side, the server's CQ finding nothing, for at least 1000 rounds and 100 ms: in these
+    // providers data moves inside those calls, so the messages sent so far are in their bounces or held.
+    auto settle = [](Server& s) {
+        Completion wc[4];
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        for (int round = 0; round < 1000 || std::chrono::steady_clock::now() < until; ++round) {
+            BOOST_REQUIRE(s.cq.poll(wc).empty());
+            for (auto& c : s.clients) (void)c.cq.poll(wc);
+        }
+    };
+    for (const std::uint32_t bounces : {1u, 3u}) {
+        BOOST_TEST_CONTEXT("srq_bounces=" << bounces) {
+            Server s(",srq_bounces=" + std::to_string(bounces));
+            const std::uint32_t to_qp0 = bounces + 2;
+            auto& c0 = s.clients[0];
+            for (std::uint32_t k = 0; k < to_qp0; ++k) {
+                std::fill_n(c0.buf.begin() + static_cast<std::ptrdiff_t>(k * slot), slot, std::byte(0x10 + k));
+                BOOST_REQUIRE(c0.qp.post_send({send(100 + k, c0.mr.slice(k * slot, slot))}));
+            }
+            settle(s);
+            s.send_from(1, 200, slot, std::byte{0x77});
+            settle(s);
+            for (std::uint32_t r = 0; r <= to_qp0; ++r) {
+                BOOST_REQUIRE(s.srq.post_recv({recv(r, s.mr.slice(r * slot, slot))}));
+            }
+            for (std::uint32_t r = 0; r <= to_qp0; ++r) {
+                const auto c = poll_for(s, std::chrono::seconds(10));
+                BOOST_REQUIRE(c.has_value());
+                BOOST_TEST(c->id == r);
+                BOOST_TEST(c->status == WcStatus::success);
+                // Receive r takes QP 0's message r, QP 1's at r == bounces, then QP 0's message r - 1.
+                const bool qp1 = r == bounces;
+                const auto expect = qp1 ? 0x77 : 0x10 + (r < bounces ? r : r - 1);
+                BOOST_TEST(c->qp_num == s.qps[qp1 ? 1 : 0].qp_num());
+                BOOST_TEST(std::to_integer<unsigned>(s.buf[r * slot]) == expect);
+            }
+        }
+    }
+    // More bounces than the provider's receive queue holds fails open, saying so.
+    try {
+        (void)open(ofi_config() + ",queue_size=8,srq_bounces=9");
+        BOOST_ERROR("srq_bounces=9 with queue_size=8 was accepted");
+    } catch (const Error& e) {
+        BOOST_TEST(std::string(e.what()).find("srq_bounces=9") != std::string::npos, e.what());
+    }
 }
 
 // One thread keeps the queue stocked while this one has the clients send and polls: every message takes
