@@ -5,7 +5,11 @@
 // same run; the target is at most 1.5 times it. Every write carries a distinct value and the last value of
 // each QP is checked at its target.
 //
-//   weft-bench-sim-scale [--qps N,N,...] [--requests R] [--backend CONFIG]
+// Wall-clock figures on a shared host drift by tens of percent within seconds: the whole series runs in
+// `rounds` rounds (default 3), each figure's ratio is taken against the first (2-QP) figure measured again
+// just before it, and each line gives the median of the ns per request and of the ratio over the rounds.
+//
+//   weft-bench-sim-scale [--qps N,N,...] [--requests R] [--rounds K] [--backend CONFIG]
 //
 // A request is counted from its post to the poll of the completion that retires it (one signaled write per
 // batch); the setup (domains, QPs, connections) is not counted.
@@ -113,41 +117,68 @@ std::vector<std::size_t> parse_list(const std::string& s) {
 int main(int argc, char** argv) {
     std::vector<std::size_t> qp_counts = {2, 1000, 10000, 100000};
     std::size_t requests = 2'000'000;
+    std::size_t rounds = 3;
     std::string backend = "sim";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string arg = argv[i];
         if (arg == "--qps") qp_counts = parse_list(argv[i + 1]);
         else if (arg == "--requests") requests = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (arg == "--rounds") rounds = std::max<std::size_t>(1, std::strtoull(argv[i + 1], nullptr, 10));
         else if (arg == "--backend") backend = argv[i + 1];
         else {
-            std::fprintf(stderr, "usage: weft-bench-sim-scale [--qps N,N,...] [--requests R] [--backend CONFIG]\n");
+            std::fprintf(stderr,
+                         "usage: weft-bench-sim-scale [--qps N,N,...] [--requests R] [--rounds K] [--backend CONFIG]\n");
             return 2;
         }
     }
     // Each requester keeps 2 batches of 8 writes in flight, so requests in flight grow with the QPs.
     constexpr std::uint32_t batch = 8, window = 2;
     constexpr double target = 1.5;  // at most this times the cost per request with 2 QPs
-    int status = 0;
-    double base = 0;
-    auto report = [&](const char* what, const Result& r) {
-        if (r.failed) {
-            status = 1;
-            return;
-        }
-        if (base == 0) base = r.ns_per_request;
-        const double ratio = r.ns_per_request / base;
-        std::printf("sim_scale: %s, %zu in flight: %.0f ns per request, %.2fx the first figure (target <= %.1fx: %s); "
-                    "%zu wrong targets\n",
-                    what, r.in_flight, r.ns_per_request, ratio, target, ratio <= target ? "met" : "missed", r.wrong);
-        if (r.wrong) status = 1;
+    struct Series {
+        std::string what;
+        std::size_t qps;
+        std::uint32_t batch, window;
+        std::size_t requests;
+        std::size_t in_flight = 0;
+        std::vector<double> ns, ratio;
     };
+    std::vector<Series> series;
     for (std::size_t qps : qp_counts) {
         // At least four times the requests in flight, so filling and draining the queues weighs little.
-        const std::size_t n = std::max(requests, 4 * (qps / 2) * batch * window);
-        const std::string what = std::to_string(qps) + " QPs";
-        report(what.c_str(), run(backend, qps, batch, window, n));
+        series.push_back({std::to_string(qps) + " QPs", qps, batch, window,
+                          std::max(requests, 4 * (qps / 2) * batch * window)});
     }
     // 1,000,000 requests in flight: 500 requesters keep 2,000 each (batches of 100, 20 in flight).
-    report("1000 QPs", run(backend, 1000, 100, 20, std::max<std::size_t>(requests, 3'000'000)));
+    series.push_back({"1000 QPs", 1000, 100, 20, std::max<std::size_t>(requests, 3'000'000)});
+    int status = 0;
+    auto measure = [&](Series& x) {
+        const Result r = run(backend, x.qps, x.batch, x.window, x.requests);
+        if (r.wrong) std::printf("sim_scale: %s: %zu wrong targets\n", x.what.c_str(), r.wrong);
+        if (r.failed || r.wrong) std::exit(1);
+        x.in_flight = r.in_flight;
+        x.ns.push_back(r.ns_per_request);
+        return r.ns_per_request;
+    };
+    for (std::size_t round = 0; round < rounds; ++round) {
+        for (Series& x : series) {
+            // The first series is the base; each other one is measured right after it runs again, so the
+            // two figures of a ratio are seconds apart whatever the host does meanwhile.
+            const double base = &x == &series.front() ? 0 : measure(series.front());
+            const double ns = measure(x);
+            x.ratio.push_back(base == 0 ? 1.0 : ns / base);
+        }
+    }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    for (const Series& x : series) {
+        const double ratio = median(x.ratio);
+        std::printf("sim_scale: %s, %zu in flight: %.0f ns per request, %.2fx the first figure (target <= %.1fx: %s); "
+                    "0 wrong targets; median of %zu rounds (ratios %.2f to %.2f)\n",
+                    x.what.c_str(), x.in_flight, median(x.ns), ratio, target, ratio <= target ? "met" : "missed",
+                    rounds, *std::min_element(x.ratio.begin(), x.ratio.end()),
+                    *std::max_element(x.ratio.begin(), x.ratio.end()));
+    }
     return status;
 }
