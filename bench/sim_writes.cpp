@@ -5,7 +5,10 @@
 // bandwidth of virtual time. Each figure is measured once per `reorder` mode (default: all, then none), so
 // the cost of the legal reorderings (torn placement, read/write reordering, ack jitter) is visible.
 //
-//   weft-bench-sim-writes [--writes N] [--large N] [--batch B] [--backend CONFIG] [--reorder all,none]
+//   weft-bench-sim-writes [--writes N] [--large N] [--batch B] [--backend CONFIG] [--reorder all,none] [--rounds K]
+//
+// Each figure is the median of `rounds` runs (default 3), each beside its anchor measured just before it:
+// wall-clock figures on a shared host drift by tens of percent within seconds.
 //
 // Each write carries a distinct value to a distinct target slot; one request in every batch is signaled,
 // so the send queue is recycled the way a real application would do it.
@@ -118,6 +121,7 @@ int main(int argc, char** argv) {
     std::uint32_t batch = 32;
     std::string backend = "sim:fabric=bench";
     std::string reorders = "all,none";
+    std::size_t rounds = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string arg = argv[i];
         if (arg == "--writes") writes = std::strtoull(argv[i + 1], nullptr, 10);
@@ -125,10 +129,11 @@ int main(int argc, char** argv) {
         else if (arg == "--batch") batch = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
         else if (arg == "--backend") backend = argv[i + 1];
         else if (arg == "--reorder") reorders = argv[i + 1];
+        else if (arg == "--rounds") rounds = std::max<std::size_t>(1, std::strtoull(argv[i + 1], nullptr, 10));
         else {
             std::fprintf(stderr,
                          "usage: weft-bench-sim-writes [--writes N] [--large N] [--batch B] [--backend CONFIG] "
-                         "[--reorder all,none]\n");
+                         "[--reorder all,none] [--rounds K]\n");
             return 2;
         }
     }
@@ -144,12 +149,12 @@ int main(int argc, char** argv) {
         }
     }
 
-    // Anchors: the same number of 8-byte copies and of 64 KiB copies with memcpy, on this machine, now.
+    // Anchors: the same number of 8-byte copies and of 64 KiB copies with memcpy, on this machine, measured
+    // again right before each simulated run they stand beside.
     constexpr std::size_t large_words = 64 * 1024 / 8, large_slots = 64;
     constexpr double small_target = 10e6;  // writes/s
     constexpr double large_target = 0.8;   // of the memcpy anchor, with check_sources on
-    double small_anchor, large_anchor;
-    {
+    auto small_anchor = [&] {
         const std::size_t slots = 1 << 16;
         std::vector<std::uint64_t> src(slots), dst(slots);
         auto m0 = std::chrono::steady_clock::now();
@@ -157,65 +162,93 @@ int main(int argc, char** argv) {
             src[i % slots] = i;
             std::memcpy(&dst[(i * 7) % slots], &src[i % slots], 8);
         }
-        small_anchor = seconds_since(m0);
+        const double secs = seconds_since(m0);
         volatile std::uint64_t sink = dst[writes % slots];
         (void)sink;
-        // The same 64 slots of 64 KiB per side as the simulated writes, so both work from the same caches.
-        std::vector<std::uint64_t> lsrc(large_slots * large_words, 1), ldst(large_slots * large_words, 2);
+        return secs;
+    };
+    // The same 64 slots of 64 KiB per side as the simulated writes, so both work from the same caches.
+    std::vector<std::uint64_t> lsrc(large_slots * large_words, 1), ldst(large_slots * large_words, 2);
+    auto large_anchor = [&] {
         auto l0 = std::chrono::steady_clock::now();
         for (std::size_t i = 0; i < large; ++i) {
             lsrc[(i % large_slots) * large_words] = i;
             std::memcpy(&ldst[(i % large_slots) * large_words], &lsrc[(i % large_slots) * large_words], large_words * 8);
         }
-        large_anchor = seconds_since(l0);
+        const double secs = seconds_since(l0);
         volatile std::uint64_t lsink = ldst[(large % large_slots) * large_words];
         (void)lsink;
-    }
+        return secs;
+    };
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    auto range = [](const std::vector<double>& v) {
+        char out[64];
+        std::snprintf(out, sizeof out, "%.2f to %.2f", *std::min_element(v.begin(), v.end()),
+                      *std::max_element(v.begin(), v.end()));
+        return std::string(out);
+    };
 
     int status = 0;
     for (const auto& config : configs) {
         std::size_t wrong = 0;
         {
-            Side a = make(config, 1 << 16, 4 * batch), b = make(config, 1 << 16, 4 * batch);
-            a.qp.connect(b.qp.address());
-            b.qp.connect(a.qp.address());
-            const double secs = run(a, b, writes, 1, 1, batch, [](std::size_t i, std::size_t) { return i * 0x9e3779b97f4a7c15ull; }, wrong);
-            if (secs < 0) return 1;
-            const double rate = static_cast<double>(writes) / secs;
+            std::vector<double> secs, anchor, ratio;
+            for (std::size_t round = 0; round < rounds; ++round) {
+                anchor.push_back(small_anchor());
+                Side a = make(config, 1 << 16, 4 * batch), b = make(config, 1 << 16, 4 * batch);
+                a.qp.connect(b.qp.address());
+                b.qp.connect(a.qp.address());
+                secs.push_back(run(a, b, writes, 1, 1, batch, [](std::size_t i, std::size_t) { return i * 0x9e3779b97f4a7c15ull; },
+                                   wrong));
+                if (secs.back() < 0) return 1;
+                if (wrong) status = 1;
+                ratio.push_back(static_cast<double>(writes) / secs.back() / small_target);
+            }
+            const double s = median(secs), rate = static_cast<double>(writes) / s;
             std::printf("sim_writes: %zu 8-byte writes in batches of %u on %s: %.3f s, %.0f writes/s, %.2fx the target "
-                        "of %.0f million; %zu wrong slots\n",
-                        writes, batch, config.c_str(), secs, rate, rate / small_target, small_target * 1e-6, wrong);
+                        "of %.0f million; %zu wrong slots; median of %zu rounds (%s)\n",
+                        writes, batch, config.c_str(), s, rate, median(ratio), small_target * 1e-6, wrong, rounds,
+                        range(ratio).c_str());
             std::printf("sim_writes: anchor memcpy of 8 bytes: %.0f copies/s (%.1f ns per write vs %.2f ns per copy)\n",
-                        static_cast<double>(writes) / small_anchor, secs * 1e9 / static_cast<double>(writes),
-                        small_anchor * 1e9 / static_cast<double>(writes));
-            if (wrong) status = 1;
+                        static_cast<double>(writes) / median(anchor), s * 1e9 / static_cast<double>(writes),
+                        median(anchor) * 1e9 / static_cast<double>(writes));
         }
         if (large == 0) continue;
+        std::vector<double> anchors;
         for (const char* check : {",check_sources=1", ",check_sources=0"}) {
             // 64 KiB writes: 64 source and target slots (4 MiB per side), batches of 4.
             const std::uint32_t lbatch = 4;
             const std::string cfg = config + check;
-            Side a = make(cfg, large_slots * large_words, 4 * lbatch), b = make(cfg, large_slots * large_words, 4 * lbatch);
-            a.qp.connect(b.qp.address());
-            b.qp.connect(a.qp.address());
-            auto fab = weft::sim::Fabric::of(a.dom);
-            const auto v0 = fab.now();
-            const double secs = run(a, b, large, large_words, 1, lbatch,
-                                    [](std::size_t i, std::size_t w) { return w == 0 ? i : ((i % large_slots) << 20) ^ w; },
-                                    wrong);
-            if (secs < 0) return 1;
+            std::vector<double> secs, vsecs, ratio;
+            for (std::size_t round = 0; round < rounds; ++round) {
+                anchors.push_back(large_anchor());
+                Side a = make(cfg, large_slots * large_words, 4 * lbatch), b = make(cfg, large_slots * large_words, 4 * lbatch);
+                a.qp.connect(b.qp.address());
+                b.qp.connect(a.qp.address());
+                auto fab = weft::sim::Fabric::of(a.dom);
+                const auto v0 = fab.now();
+                secs.push_back(run(a, b, large, large_words, 1, lbatch,
+                                   [](std::size_t i, std::size_t w) { return w == 0 ? i : ((i % large_slots) << 20) ^ w; },
+                                   wrong));
+                if (secs.back() < 0) return 1;
+                if (wrong) status = 1;
+                vsecs.push_back(static_cast<double>(fab.now() - v0) * 1e-9);
+                ratio.push_back(anchors.back() / secs.back());
+            }
             const double bytes = static_cast<double>(large) * 64 * 1024;
-            const double vsecs = static_cast<double>(fab.now() - v0) * 1e-9;
-            const double ratio = large_anchor / secs;
+            const double s = median(secs), r = median(ratio);
             std::printf("sim_writes: %zu 64 KiB writes on %s: %.3f s, %.2f GB/s of wall-clock time "
-                        "(%.2f GB/s of virtual time), %.2fx memcpy%s; %zu wrong slots\n",
-                        large, cfg.c_str(), secs, bytes / secs * 1e-9, bytes / vsecs * 1e-9, ratio,
-                        check[15] == '1' ? (ratio >= large_target ? " (target >= 0.8x: met)" : " (target >= 0.8x: missed)")
+                        "(%.2f GB/s of virtual time), %.2fx memcpy%s; %zu wrong slots; median of %zu rounds (%s)\n",
+                        large, cfg.c_str(), s, bytes / s * 1e-9, bytes / median(vsecs) * 1e-9, r,
+                        check[15] == '1' ? (r >= large_target ? " (target >= 0.8x: met)" : " (target >= 0.8x: missed)")
                                          : "",
-                        wrong);
-            if (wrong) status = 1;
+                        wrong, rounds, range(ratio).c_str());
         }
-        std::printf("sim_writes: anchor memcpy of 64 KiB between the same slots: %.2f GB/s\n", bytes_per_s(large, large_anchor));
+        std::printf("sim_writes: anchor memcpy of 64 KiB between the same slots: %.2f GB/s\n",
+                    bytes_per_s(large, median(anchors)));
     }
     return status;
 }
