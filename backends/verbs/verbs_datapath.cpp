@@ -646,10 +646,13 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     Completion* c = out;
     // Completions mostly belong to the queue of the one before: what is needed of it is kept in registers
     // while they do, and its retired count is published when they stop (slots are read before that, so the
-    // poster cannot reuse them under us). The queue is remembered across polls while no queue is detached.
+    // poster cannot reuse them under us). The queue is remembered across polls while no queue is detached;
+    // last_key_, last_send_key_ and last_wq_ are written where the current queue changes, which a run of
+    // the same queue's completions never does.
     if (const std::uint64_t epoch = queues_.epoch(); epoch != last_epoch_) [[unlikely]] {
         last_epoch_ = epoch;
         last_key_ = 0;
+        last_send_key_ = 0;
     }
     // wr_id bits 63..32 of the current queue (generation 0 is never issued), held in 64 bits to compare with
     // key_and_status.
@@ -699,12 +702,17 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
                 if (wq == nullptr || wq->srq != nullptr) [[unlikely]] {
                     c += not_of_a_ring(wq, *w, *c);
                     key = 0;
+                    last_key_ = 0;
+                    last_send_key_ = 0;
                     outstanding = 0;  // nothing is taken until a live queue's completion comes
                     ++w;
                     continue;
                 }
                 key = k;
                 load();
+                last_key_ = static_cast<std::uint32_t>(key);
+                last_send_key_ = recv != 0 ? 0 : static_cast<std::uint32_t>(key);
+                last_wq_ = wq;
             }
             if (w->status != IBV_WC_SUCCESS) {
                 std::uint32_t at = 0;
@@ -748,9 +756,6 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         }
     }
     if (key != 0) publish();
-    last_key_ = static_cast<std::uint32_t>(key);
-    last_send_key_ = recv != 0 ? 0 : static_cast<std::uint32_t>(key);
-    last_wq_ = wq;
     return static_cast<std::size_t>(c - out);
 }
 
