@@ -301,6 +301,82 @@ BOOST_AUTO_TEST_CASE(fd_mode_arms_only_when_a_poll_finds_nothing) {
     BOOST_TEST(p.cq.arms == arms + 1);  // and the next need not
 }
 
+// ---- What the provider is handed
+
+namespace {
+
+// A receive as the provider saw it in post_recv: its wr_id and its scatter list, copied during the call.
+struct SeenRecv {
+    std::uint64_t wr_id = 0;
+    std::vector<ibv_sge> sges;
+};
+std::vector<SeenRecv> seen_recvs;
+
+int recording_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    for (const ibv_recv_wr* w = wr; w != nullptr; w = w->next) {
+        seen_recvs.push_back({w->wr_id, std::vector<ibv_sge>(w->sg_list, w->sg_list + w->num_sge)});
+    }
+    return fake::post_recv(qp, wr, bad);
+}
+
+// The fixture's side over a provider whose post_recv records what it is handed (set before the QP is made:
+// the QP keeps the provider's entry from then).
+struct RecordingFixture {
+    fake::FakeProvider p;
+    fake::FakeSide s = [this] {
+        p.context.ops.post_recv = &recording_post_recv;
+        seen_recvs.clear();
+        return fake::make_side(p, depth);
+    }();
+};
+
+bool same(const ibv_sge& a, const weft::LocalSegment& b) {
+    return a.addr == b.addr && a.length == b.length && a.lkey == b.lkey;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_scatter_receive_reaches_the_provider_whole_and_later_receives_keep_one_segment,
+                        RecordingFixture) {
+    const std::array<weft::LocalSegment, 3> three{weft::LocalSegment{0x1000, 16, 11, nullptr},
+                                                  weft::LocalSegment{0x2000, 32, 12, nullptr},
+                                                  weft::LocalSegment{0x3000, 48, 13, nullptr}};
+    const std::array<weft::LocalSegment, 4> four{weft::LocalSegment{0x4000, 8, 21, nullptr},
+                                                 weft::LocalSegment{0x5000, 8, 22, nullptr},
+                                                 weft::LocalSegment{0x6000, 8, 23, nullptr},
+                                                 weft::LocalSegment{0x7000, 8, 24, nullptr}};
+    const weft::LocalSegment one{0x8000, 64, 31, nullptr};
+    const weft::LocalSegment other{0x9000, 128, 32, nullptr};
+    // A scatter receive, a single one, then one with the QP's max_sge segments: one batch.
+    BOOST_REQUIRE(s.qp.post_recv({weft::recv(60, three), weft::recv(61, one), weft::recv(62, four)}));
+    BOOST_REQUIRE_EQUAL(seen_recvs.size(), 3u);
+    BOOST_REQUIRE_EQUAL(seen_recvs[0].sges.size(), 3u);
+    for (std::size_t i = 0; i < three.size(); ++i) BOOST_TEST(same(seen_recvs[0].sges[i], three[i]));
+    BOOST_REQUIRE_EQUAL(seen_recvs[1].sges.size(), 1u);
+    BOOST_TEST(same(seen_recvs[1].sges[0], one));
+    BOOST_REQUIRE_EQUAL(seen_recvs[2].sges.size(), 4u);
+    for (std::size_t i = 0; i < four.size(); ++i) BOOST_TEST(same(seen_recvs[2].sges[i], four[i]));
+    // Work-request entries that carried a scatter list go back to one segment of their own: the next batch
+    // (the fast path, built in the same entries) hands the provider each receive's own segment only.
+    BOOST_REQUIRE(s.qp.post_recv({weft::recv(63, other), weft::recv(64, one), weft::recv(65, other)}));
+    BOOST_REQUIRE_EQUAL(seen_recvs.size(), 6u);
+    for (std::size_t i = 3; i < 6; ++i) BOOST_REQUIRE_EQUAL(seen_recvs[i].sges.size(), 1u);
+    BOOST_TEST(same(seen_recvs[3].sges[0], other));
+    BOOST_TEST(same(seen_recvs[4].sges[0], one));
+    BOOST_TEST(same(seen_recvs[5].sges[0], other));
+    // Each completes once, in order, with its own id.
+    fake::deliver(p.qp, 6, 8);
+    std::array<weft::Completion, 16> wc{};
+    const auto got = s.cq.poll(wc);
+    BOOST_REQUIRE_EQUAL(got.size(), 6u);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        BOOST_TEST(got[i].id == 60 + i);
+        BOOST_TEST(got[i].opcode == weft::Opcode::recv);
+        BOOST_TEST(got[i].ok());
+    }
+    BOOST_TEST(s.cq.poll(wc).empty());
+}
+
 // ---- Shared receive queue
 
 namespace {
