@@ -663,9 +663,11 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     std::uint32_t mask = 0;
     std::uint64_t qp_num = 0;  // of the queue's QP, which every completion of its ring reports
     // The queue's outstanding requests are those at positions last - outstanding + 1 .. last (last: the
-    // position posted last, as the queue was read); the retired count is last + 1 - outstanding.
-    std::uint32_t last = 0;
-    std::uint32_t outstanding = 0;
+    // position posted last, as the queue was read); the retired count is last + 1 - outstanding. Both are
+    // held complemented (~x, which reverses the order of 32-bit values): ~(last - pos) is pos + ~last, one
+    // add that leaves pos as it was (a lea), where last - pos needs a copy of last first.
+    std::uint32_t not_last = 0;
+    std::uint32_t not_outstanding = ~0u;
     std::uint32_t recv = 0;  // 1 on a receive queue
     const auto load = [&]() noexcept {
         ids = wq->ids.get();
@@ -673,19 +675,21 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         mask = wq->ring_mask;
         qp_num = wq->qp_num;
         const std::uint32_t posted = wq->posted_seen();
-        last = posted - 1;
-        outstanding = posted - wq->retired_seen();
+        not_last = ~(posted - 1);
+        not_outstanding = ~(posted - wq->retired_seen());
         recv = wq->is_recv ? 1 : 0;
     };
-    const auto publish = [&]() noexcept { wq->retire_to(last + 1 - outstanding); };
+    // last + 1 - outstanding, as ~not_last + 1 - ~not_outstanding.
+    const auto publish = [&]() noexcept { wq->retire_to(not_outstanding - not_last + 1); };
     if (key != 0) [[likely]] load();
-    // Whether the completion at `w` is outstanding; if so it retires with every older one, and `posted` is
-    // its slot is `at`. (Counted from the last position, the requests it leaves outstanding are those after it.)
+    // Whether the completion at `w` is outstanding; if so it retires with every older one, and its slot is
+    // `at`. (Counted from the last position, the requests it leaves outstanding are those after it: `after`,
+    // complemented. after >= outstanding is ~after <= ~outstanding.)
     auto take = [&](const ibv_wc& w, std::uint32_t& at) noexcept {
         const auto pos = static_cast<std::uint32_t>(w.wr_id);
-        const std::uint32_t after = last - pos;
-        if (after >= outstanding) [[unlikely]] return false;  // not outstanding: not ours to report
-        outstanding = after;
+        const std::uint32_t not_after = pos + not_last;
+        if (not_after <= not_outstanding) [[unlikely]] return false;  // not outstanding: not ours to report
+        not_outstanding = not_after;
         at = pos & mask;
         return true;
     };
@@ -704,7 +708,7 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
                     key = 0;
                     last_key_ = 0;
                     last_send_key_ = 0;
-                    outstanding = 0;  // nothing is taken until a live queue's completion comes
+                    not_outstanding = ~0u;  // nothing is taken until a live queue's completion comes
                     ++w;
                     continue;
                 }
