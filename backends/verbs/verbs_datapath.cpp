@@ -640,6 +640,14 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     std::memcpy(bytes + 24, &tail, 8);
 }
 
+// Rewrites the second and fourth words of a completion put() wrote: byte_len | imm << 32; status (0) |
+// opcode << 8 | has_imm << 16.
+inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) noexcept {
+    auto* bytes = reinterpret_cast<unsigned char*>(c);
+    std::memcpy(bytes + 8, &lengths, 8);
+    std::memcpy(bytes + 24, &tail, 8);
+}
+
 }  // namespace
 
 [[gnu::always_inline]] inline std::size_t VerbsCq::translate(Completion* out, std::size_t got) noexcept {
@@ -741,18 +749,17 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
         } else {
             do {
                 if (take(*w, at)) [[likely]] {
-                    std::uint64_t lengths = w->byte_len;
-                    std::uint64_t tail = WorkQueue::tail_of(Opcode::recv);
                     // Immediate data belongs to receive completions (rxe also flags the requester's
                     // completion of a *_with_imm request, without a value). The slot says recv; a
                     // write_with_imm that consumed the receive is the opcode after it. Such a write always
-                    // carries immediate data, so a receive without is a plain one: one branch for it.
+                    // carries immediate data, so a receive without is a plain one: one branch for it, which
+                    // rewrites the two words of a plain receive's completion that differ.
+                    put(c, ids[at], w->byte_len, qp_num, WorkQueue::tail_of(Opcode::recv));
                     if ((w->wc_flags & IBV_WC_WITH_IMM) != 0) [[unlikely]] {
-                        lengths |= static_cast<std::uint64_t>(ntohl(w->imm_data)) << 32;
-                        tail |= 1u << 16;
+                        std::uint64_t tail = WorkQueue::tail_of(Opcode::recv) | 1u << 16;
                         if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
+                        put_imm(c, w->byte_len | static_cast<std::uint64_t>(ntohl(w->imm_data)) << 32, tail);
                     }
-                    put(c, ids[at], lengths, qp_num, tail);
                     ++c;
                 }
                 ++w;
