@@ -385,11 +385,13 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     WrSlot<ibv_recv_wr>* wr = wrs;
     std::uint64_t wr_id = rq_.tag | head;
     const RecvRequest* r = batch.data();
-    const auto build_run = [&](const RecvRequest* const run_end, std::uint32_t at) noexcept {
+    // (Counted in receives, not run to an end pointer: the unrolled loop then finds its remainder as
+    // count % 4, where from two pointers it divides by the request's size.)
+    const auto build_run = [&](const std::size_t count, std::uint32_t at) noexcept {
         std::uint64_t* const ids = rq_.ids.get() + at;
         // Unrolled by four: four receives share one step of each cursor.
 #pragma GCC unroll 4
-        for (std::size_t i = 0; r != run_end; ++r, ++i, ++wr, ++wr_id) {
+        for (std::size_t i = 0; i != count; ++r, ++i, ++wr, ++wr_id) {
             if (r->sg_list != nullptr || r->num_sge != 1) [[unlikely]] return false;
             copy_segment(r->sge, wr->sge);
             wr->wr.wr_id = wr_id;
@@ -397,8 +399,7 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
         }
         return true;
     };
-    const RecvRequest* const end = batch.data() + n;
-    if (!(n <= to_end ? build_run(end, first) : build_run(r + to_end, first) && build_run(end, 0))) [[unlikely]] {
+    if (!(n <= to_end ? build_run(n, first) : build_run(to_end, first) && build_run(n - to_end, 0))) [[unlikely]] {
         return post_recv_general(batch);
     }
     rq_.publish(static_cast<std::uint32_t>(wr_id));
