@@ -484,6 +484,10 @@ private:
     [[gnu::noinline]] PostStatus post_recv_refused(std::size_t n) const noexcept;
     // post_recv for a batch with a request that is not one segment in `sge`.
     [[gnu::noinline]] PostStatus post_recv_general(std::span<const RecvRequest> batch) noexcept;
+    // post_recv's body, in two copies: HelpFlush for a device that does not flush receives posted in error
+    // (rxe), so that the other keeps no state across the provider call.
+    template <bool HelpFlush>
+    [[gnu::noinline]] PostStatus post_recv_fast(std::span<const RecvRequest> batch) noexcept;
     // Posting a receive to a QP that may be in error, on a device that does not flush it then (rxe).
     [[gnu::noinline]] void help_recv_flush(QpState before) noexcept;
     // Hands the chain built for queue positions head..end (ending before `after`) to the provider.

@@ -368,14 +368,19 @@ PostStatus VerbsQp::recv_refused_by_provider(std::uint32_t head, const ibv_recv_
 }
 
 PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
+    return recv_flush_help_ ? post_recv_fast<true>(batch) : post_recv_fast<false>(batch);
+}
+
+template <bool HelpFlush>
+PostStatus VerbsQp::post_recv_fast(std::span<const RecvRequest> batch) noexcept {
     // The receive queue's capacity is set once the QP is in init, where it is from creation.
     const std::size_t n = batch.size();
     const std::uint32_t head = rq_.head();
     // One comparison refuses an empty batch, one that does not fit, and any on a QP of a shared receive queue
     // (whose own queue has capacity 0); post_recv_refused tells them apart.
     if (n - 1 >= rq_.free_slots(head)) [[unlikely]] return post_recv_refused(n);
-    // The state before the post, for a device that needs help to flush receives posted in error (rxe).
-    const QpState before = recv_flush_help_ ? state_.load(std::memory_order_relaxed) : QpState::rts;
+    // The state before the post, for help_recv_flush.
+    [[maybe_unused]] const QpState before = HelpFlush ? state_.load(std::memory_order_relaxed) : QpState::rts;
     // As in post_batch: the slots in one run, or two when they pass the end of the ring; wr_id counts up from
     // tag | head, the wrap of positions round 2^32 going the general way (which counts them in 32 bits).
     if (static_cast<std::uint32_t>(head + n) < head) [[unlikely]] return post_recv_general(batch);
@@ -408,8 +413,12 @@ PostStatus VerbsQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     ibv_recv_wr* bad = nullptr;
     const int rc = provider_post_recv_(handle_, &wrs->wr, &bad);
     last.next = &wr->wr;
-    if (rc != 0) [[unlikely]] return recv_refused_by_provider(head, bad);
-    if (recv_flush_help_) [[unlikely]] help_recv_flush(before);
+    // (The batch's first position read back as the posted count less the entries built: only `this` and
+    // `wr` are kept across the call.)
+    if (rc != 0) [[unlikely]] {
+        return recv_refused_by_provider(rq_.head() - static_cast<std::uint32_t>(wr - recv_wrs_.get()), bad);
+    }
+    if constexpr (HelpFlush) help_recv_flush(before);
     return PostStatus::ok();
 }
 
