@@ -249,7 +249,11 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     ibv_send_wr* bad = nullptr;
     const int rc = provider_post_send_(handle_, &wrs->wr, &bad);
     last.next = &wr->wr;
-    if (rc != 0) [[unlikely]] return send_refused_by_provider(head, bad);
+    // (The batch's first position read back as the posted count less the entries built: only `this` and
+    // `wr` are kept across the call.)
+    if (rc != 0) [[unlikely]] {
+        return send_refused_by_provider(sq_.head() - static_cast<std::uint32_t>(wr - send_wrs_.get()), bad);
+    }
     return PostStatus::ok();
 }
 
