@@ -94,12 +94,16 @@ using OpTable = std::array<OpInfo, 256>;
 // A QP's view of OpInfo for its fast posting path: one load tells the opcode to hand the provider, the slot's
 // completion word and whether the request must go the general way.
 struct FastOp {
+    // Bits 16 and 17 of the word a request is tested with: its flags | remote_backend << 8, not_plain always
+    // set, with_imm set by the builder that has no room for immediate data.
+    static constexpr std::uint32_t with_imm = 1u << 16;   // in reject: a *_with_imm opcode (imm_data to write)
+    static constexpr std::uint32_t not_plain = 1u << 17;  // in reject: every request goes the general way
     std::uint8_t wr_opcode = 0;
-    std::uint8_t has_imm = 0;  // 1: a *_with_imm opcode, whose imm_data the provider reads
-    std::uint16_t tail = 0;    // a WorkQueue slot's tail (a send-queue success: the opcode in bits 15..8)
-    // Bits of a request's 16-bit word flags | remote_backend << 8 that send it to the general path (flags
-    // that need a look, a remote region of another backend), and bit 16, set when every request of this
-    // opcode goes there (not a plain opcode here): a request is fast when (word | 0x10000) & reject == 0.
+    std::uint8_t unused = 0;
+    std::uint16_t tail = 0;  // a WorkQueue slot's tail (a send-queue success: the opcode in bits 15..8)
+    // Bits of that word that send a request to the general path (flags that need a look, a remote region
+    // of another backend), not_plain for an opcode that is not plain here, and with_imm for one whose
+    // imm_data the provider reads: a request is common when the word and-ed with reject is 0.
     std::uint32_t reject = 0xffffffff;
 };
 static_assert(sizeof(FastOp) == 8);

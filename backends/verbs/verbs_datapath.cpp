@@ -173,8 +173,9 @@ namespace {
 // The common request (a supported opcode that is not an atomic, one segment in `sge` no longer than a message
 // may be, a 32-bit rkey of a verbs region, no flag that needs a look): checked and built into `wr` (whose num_sge
 // is already 1, whose sg_list is &sge) and its slot (put_slot(id, tail)). False, with nothing of the queue's state
-// changed, for any other request.
-template <class PutSlot>
+// changed, for any other request. WithImm: a *_with_imm request is common too, its imm_data written; without,
+// it is refused like any other, and the request without immediate data is built with no test for it.
+template <bool WithImm, class PutSlot>
 [[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
                                                 std::uint64_t wr_id, ibv_send_wr& wr, ibv_sge& sge,
                                                 PutSlot put_slot) noexcept {
@@ -182,12 +183,13 @@ template <class PutSlot>
     // Not one segment in `sge` with a 32-bit key: any bit set here. Or-ed, so that one branch tests the three.
     const std::uint64_t shape =
         std::uint64_t{r.num_sge ^ 1u} | rkey_high(r) | reinterpret_cast<std::uintptr_t>(r.sg_list);
-    if ((((flags_and_backend(r) | 0x10000u) & op.reject) | shape) != 0 || r.sge.length > max_length) [[unlikely]] {
-        return false;
-    }
+    const std::uint32_t word = flags_and_backend(r) | FastOp::not_plain | (WithImm ? 0u : FastOp::with_imm);
+    if (((word & op.reject) | shape) != 0 || r.sge.length > max_length) [[unlikely]] return false;
     wr.wr_id = wr_id;
     put_opcode_and_flags(wr, op.wr_opcode | send_flag_words[static_cast<std::uint8_t>(r.flags)]);
-    if (op.has_imm != 0) wr.imm_data = htonl(r.imm);  // read only for the *_with_imm opcodes
+    if constexpr (WithImm) {
+        if ((op.reject & FastOp::with_imm) != 0) wr.imm_data = htonl(r.imm);  // read only for these opcodes
+    }
     copy_remote(r, wr);
     copy_segment(r.sge, sge);
     put_slot(r.id, op.tail);
@@ -229,12 +231,23 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     const auto build_run = [&](const SendRequest* const run_end, std::uint32_t at) __attribute__((always_inline)) {
         std::uint64_t* const ids = sq_.ids.get() + at;
         std::uint32_t* const tails = sq_.tails.get() + at;
-        for (std::size_t i = 0; r != run_end; ++r, ++i, ++wr, ++wr_id) {
+        // A slot's index in the run counts with wr_id (one register steps both).
+        const std::uint64_t run_first = wr_id;
+        for (; r != run_end; ++r, ++wr, ++wr_id) {
             const auto put_slot = [&](std::uint64_t id, std::uint32_t tail) noexcept {
-                ids[i] = id;
-                tails[i] = tail;
+                ids[wr_id - run_first] = id;
+                tails[wr_id - run_first] = tail;
             };
-            if (!build_common(*r, ops, max_length, wr_id, wr->wr, wr->sge, put_slot)) [[unlikely]] return false;
+            if (!build_common<false>(*r, ops, max_length, wr_id, wr->wr, wr->sge, put_slot)) [[unlikely]] {
+                // A request with immediate data (or one for the general path): the rest of the run is built
+                // by the builder that writes imm_data, from this request on. (The empty asm says that memory
+                // may have changed: the request is read again there, and the test above keeps nothing.)
+                asm volatile("" ::: "memory");
+                for (; r != run_end; ++r, ++wr, ++wr_id) {
+                    if (!build_common<true>(*r, ops, max_length, wr_id, wr->wr, wr->sge, put_slot)) return false;
+                }
+                return true;
+            }
         }
         return true;
     };
@@ -266,7 +279,7 @@ PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
         sq_.ids[sq_.at(head)] = id;
         sq_.tails[sq_.at(head)] = tail;
     };
-    if (!build_common(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, one_sge_, put_slot))
+    if (!build_common<true>(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, one_sge_, put_slot))
         [[unlikely]] {
         return post_send_general(std::span(&r, 1));
     }

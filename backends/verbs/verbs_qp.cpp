@@ -183,8 +183,8 @@ void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
         const OpInfo& info = device_->ops[op];
         FastOp& f = send_ops_[op];
         f.wr_opcode = info.wr_opcode;
-        f.has_imm = info.wr_opcode == IBV_WR_SEND_WITH_IMM || info.wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? 1 : 0;
-        f.reject = info.plain ? checked : 0xffffffffu;
+        const bool imm = info.wr_opcode == IBV_WR_SEND_WITH_IMM || info.wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+        f.reject = !info.plain ? 0xffffffffu : imm ? checked | FastOp::with_imm : checked;
         f.tail = static_cast<std::uint16_t>(static_cast<unsigned>(info.completion) << 8);
     }
     recv_flush_help_ = device_->rxe;

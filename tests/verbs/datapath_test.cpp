@@ -319,15 +319,38 @@ int recording_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return fake::post_recv(qp, wr, bad);
 }
 
-// The fixture's side over a provider whose post_recv records what it is handed (set before the QP is made:
-// the QP keeps the provider's entry from then).
+// A send-queue request as the provider saw it in post_send.
+struct SeenSend {
+    std::uint64_t wr_id = 0;
+    ibv_wr_opcode opcode = IBV_WR_SEND;
+    unsigned send_flags = 0;
+    std::uint32_t imm_data = 0;  // as the provider reads it: network byte order
+    std::uint64_t remote_addr = 0;
+    std::uint32_t rkey = 0;
+};
+std::vector<SeenSend> seen_sends;
+
+int recording_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+    for (const ibv_send_wr* w = wr; w != nullptr; w = w->next) {
+        seen_sends.push_back(
+            {w->wr_id, w->opcode, w->send_flags, w->imm_data, w->wr.rdma.remote_addr, w->wr.rdma.rkey});
+    }
+    return fake::post_send(qp, wr, bad);
+}
+
+// The fixture's side over a provider whose post_send and post_recv record what they are handed (set before
+// the QP is made: the QP keeps the provider's entries from then).
 struct RecordingFixture {
     fake::FakeProvider p;
     fake::FakeSide s = [this] {
+        p.context.ops.post_send = &recording_post_send;
         p.context.ops.post_recv = &recording_post_recv;
+        seen_sends.clear();
         seen_recvs.clear();
         return fake::make_side(p, depth);
     }();
+    weft::LocalSegment seg{local_addr, 64, lkey, nullptr};
+    weft::RemoteRegion dst{0x7f0000000000, 1 << 20, 0x5678, weft::BackendKind::verbs};
 };
 
 bool same(const ibv_sge& a, const weft::LocalSegment& b) {
@@ -335,6 +358,71 @@ bool same(const ibv_sge& a, const weft::LocalSegment& b) {
 }
 
 }  // namespace
+
+BOOST_FIXTURE_TEST_CASE(requests_with_immediate_data_hand_the_provider_their_value_in_network_order,
+                        RecordingFixture) {
+    // In a batch, between requests without immediate data, and alone (the single-request path).
+    BOOST_REQUIRE(s.qp.post_send({weft::write(1, seg, dst), weft::write(2, seg, dst).with_imm(0x01020304),
+                                  weft::send(3, seg).with_imm(0xa0b0c0d0), weft::send(4, seg)}));
+    BOOST_REQUIRE(s.qp.post_send({weft::write(5, seg, dst).with_imm(0xfeedf00d)}));
+    BOOST_REQUIRE_EQUAL(seen_sends.size(), 5u);
+    BOOST_TEST(seen_sends[0].opcode == IBV_WR_RDMA_WRITE);
+    BOOST_TEST(seen_sends[1].opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+    BOOST_TEST(seen_sends[1].imm_data == htonl(0x01020304));
+    BOOST_TEST(seen_sends[1].remote_addr == dst.addr());
+    BOOST_TEST(seen_sends[1].rkey == 0x5678u);
+    BOOST_TEST((seen_sends[1].send_flags & IBV_SEND_SIGNALED) != 0);
+    BOOST_TEST(seen_sends[2].opcode == IBV_WR_SEND_WITH_IMM);
+    BOOST_TEST(seen_sends[2].imm_data == htonl(0xa0b0c0d0));
+    BOOST_TEST(seen_sends[3].opcode == IBV_WR_SEND);
+    BOOST_TEST(seen_sends[4].opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+    BOOST_TEST(seen_sends[4].imm_data == htonl(0xfeedf00d));
+    // Their completions report the opcode without immediate data, as verbs does.
+    std::array<weft::Completion, 16> wc{};
+    const auto got = s.cq.poll(wc);
+    BOOST_REQUIRE_EQUAL(got.size(), 5u);
+    BOOST_TEST(got[1].opcode == weft::Opcode::write);
+    BOOST_TEST(got[2].opcode == weft::Opcode::send);
+    BOOST_TEST(got[4].opcode == weft::Opcode::write);
+    // A batch across the end of the ring, with immediate data before and after the wrap: every request
+    // with its own value, the others as they are.
+    std::vector<weft::SendRequest> around;
+    for (std::uint32_t i = 0; i < depth - 2; ++i) {
+        const weft::SendRequest w = weft::write(100 + i, seg, dst);
+        around.push_back(i % 3 == 1 ? w.with_imm(1000 + i) : w);
+    }
+    BOOST_REQUIRE(s.qp.post_send(around));  // positions 5 to 34 of a ring of 32 slots
+    BOOST_REQUIRE_EQUAL(seen_sends.size(), 5u + around.size());
+    for (std::uint32_t i = 0; i < around.size(); ++i) {
+        const SeenSend& w = seen_sends[5 + i];
+        BOOST_TEST_INFO("request " << i);
+        BOOST_TEST(w.opcode == (i % 3 == 1 ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE));
+        if (i % 3 == 1) BOOST_TEST(w.imm_data == htonl(1000 + i));
+    }
+    std::vector<std::uint64_t> ids;
+    for (auto more = s.cq.poll(wc); !more.empty(); more = s.cq.poll(wc)) {
+        for (const auto& c : more) ids.push_back(c.id);
+    }
+    BOOST_REQUIRE_EQUAL(ids.size(), around.size());
+    for (std::uint32_t i = 0; i < ids.size(); ++i) BOOST_TEST(ids[i] == 100 + i);
+    seen_sends.resize(5);
+    // Immediate data does not let a request past the other checks: another backend's region, a key that
+    // is not a verbs key, more inline data than the QP takes, a message longer than the device's.
+    const weft::RemoteRegion sim_dst{0x1000, 64, 7, weft::BackendKind::sim};
+    const weft::RemoteRegion foreign{0x1000, 64, 0x1'0000'0001ull, weft::BackendKind::verbs};
+    const weft::LocalSegment big{local_addr, 128, lkey, nullptr};
+    const weft::LocalSegment too_long{local_addr, 0x80000001u, lkey, nullptr};
+    for (const auto& bad : {weft::write(6, seg, sim_dst).with_imm(1), weft::write(6, seg, foreign).with_imm(1),
+                            weft::write(6, big, dst).with_imm(1).inline_data(),
+                            weft::write(6, too_long, dst).with_imm(1)}) {
+        const weft::PostStatus one = s.qp.post_send({bad});
+        const weft::PostStatus batch = s.qp.post_send({weft::write(7, seg, dst), bad});
+        BOOST_TEST((one.code() == weft::PostStatus::Code::invalid));
+        BOOST_TEST((batch.code() == weft::PostStatus::Code::invalid));
+        BOOST_TEST(batch.index() == 1u);
+    }
+    BOOST_TEST(seen_sends.size() == 5u);  // nothing of them reached the provider
+}
 
 BOOST_FIXTURE_TEST_CASE(a_scatter_receive_reaches_the_provider_whole_and_later_receives_keep_one_segment,
                         RecordingFixture) {
