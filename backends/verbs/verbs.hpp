@@ -181,7 +181,8 @@ struct WorkQueue : detail::SlotRing<std::uint32_t, detail::RingSync::shared> {
     static constexpr Opcode opcode_of(std::uint32_t tail) noexcept { return static_cast<Opcode>(tail >> 8); }
 
     // The slots, as two arrays (a poll finds both of a slot's words from its index, without a multiply): the
-    // user's id and the tail. A receive queue has no tails: a receive's is always tail_of(Opcode::recv).
+    // user's id and the tail. A receive queue has no tails (null: poll tells the kinds of queue apart by it):
+    // a receive's is always tail_of(Opcode::recv).
     alignas(64) std::unique_ptr<std::uint64_t[]> ids;
     std::unique_ptr<std::uint32_t[]> tails;
     std::uint32_t ring_mask = 0;

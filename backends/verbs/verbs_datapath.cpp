@@ -694,7 +694,7 @@ inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) no
     std::uint64_t key = last_key_;
     WorkQueue* wq = last_wq_;
     const std::uint64_t* ids = nullptr;
-    const std::uint32_t* tails = nullptr;
+    const std::uint32_t* tails = nullptr;  // null on a receive queue, which has none
     std::uint32_t mask = 0;
     std::uint64_t qp_num = 0;  // of the queue's QP, which every completion of its ring reports
     // The queue's outstanding requests are those at positions last - outstanding + 1 .. last (last: the
@@ -703,7 +703,6 @@ inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) no
     // add that leaves pos as it was (a lea), where last - pos needs a copy of last first.
     std::uint32_t not_last = 0;
     std::uint32_t not_outstanding = ~0u;
-    std::uint32_t recv = 0;  // 1 on a receive queue
     const auto load = [&]() noexcept {
         ids = wq->ids.get();
         tails = wq->tails.get();
@@ -712,7 +711,6 @@ inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) no
         const std::uint32_t posted = wq->posted_seen();
         not_last = ~(posted - 1);
         not_outstanding = ~(posted - wq->retired_seen());
-        recv = wq->is_recv ? 1 : 0;
     };
     // last + 1 - outstanding, as ~not_last + 1 - ~not_outstanding.
     const auto publish = [&]() noexcept { wq->retire_to(not_outstanding - not_last + 1); };
@@ -750,7 +748,7 @@ inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) no
                 key = k;
                 load();
                 last_key_ = static_cast<std::uint32_t>(key);
-                last_send_key_ = recv != 0 ? 0 : static_cast<std::uint32_t>(key);
+                last_send_key_ = tails == nullptr ? 0 : static_cast<std::uint32_t>(key);
                 last_wq_ = wq;
             }
             if (w->status != IBV_WC_SUCCESS) {
@@ -765,7 +763,7 @@ inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) no
         }
         // The run of successes of this queue, each kind of queue in a loop of its own.
         std::uint32_t at = 0;
-        if (recv == 0) [[likely]] {
+        if (tails != nullptr) [[likely]] {
             do {
                 if (take(*w, at)) [[likely]] {
                     put(c, ids[at], w->byte_len, qp_num, tails[at]);
