@@ -11,7 +11,12 @@
 // FI_DELIVERY_COMPLETE (not on shm), node 127.0.0.1 with FI_SOURCE for socket providers, a MSG endpoint
 // where there is one, RDM otherwise; the first entry whose provider name is exactly P; and the same
 // environment defaults (FI_MR_CACHE_MAX_COUNT=0, FI_UNIVERSE_SIZE=16, the user's own settings win). Every
-// operation asks for a completion (FI_COMPLETION, as the backend does).
+// operation asks for a completion (FI_COMPLETION, as the backend does). The CQ has the wait object the
+// backend gives its CQs (--cq-wait auto): FI_WAIT_FD where the provider's descriptor is woken by its peers
+// (every provider but shm), which CompletionQueue::wait() and fd() block on, FI_WAIT_NONE on shm. The
+// wait object is not free: tcp (1.17) then progresses through an epoll_wait on the CQ's wait set instead
+// of a poll() of the endpoint's socket, about 0.6 us more one way for a 64-byte write on loopback; `--cq-wait
+// none` measures raw libfabric without it (docs/performance.md).
 //
 // The tests are weft-perf's, with its memory layout and timing:
 //   write lat  ping-pong: stamp the iteration into the first and last bytes of slot 0, fi_writemsg it to the
@@ -75,6 +80,7 @@ struct Options {
     std::vector<std::uint32_t> sizes;
     std::uint32_t iters = 0, warmup = ~0u, depth = 128;
     std::uint64_t area = 8u << 20;
+    std::string cq_wait = "auto";  // auto (as the ofi backend), fd, none
     bool json = false;
 };
 
@@ -83,7 +89,8 @@ struct Options {
                  "fi-anchor: %s\n"
                  "usage: weft-bench-fi-anchor -p PROVIDER [-d DOMAIN] --listen HOST:PORT\n"
                  "       weft-bench-fi-anchor -p PROVIDER [-d DOMAIN] --connect HOST:PORT [-o write,send] [-T lat,bw]\n"
-                 "                            [--sizes LIST|MIN:MAX] [-n ITERS] [--warmup N] [-t DEPTH] [--area BYTES] [--json]\n",
+                 "                            [--sizes LIST|MIN:MAX] [-n ITERS] [--warmup N] [-t DEPTH] [--area BYTES]\n"
+                 "                            [--cq-wait auto|fd|none] [--json]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -136,10 +143,12 @@ Options parse(int argc, char** argv) {
         else if (a == "--warmup") o.warmup = static_cast<std::uint32_t>(number(value()));
         else if (a == "-t" || a == "--tx-depth") o.depth = static_cast<std::uint32_t>(number(value()));
         else if (a == "--area") o.area = number(value());
+        else if (a == "--cq-wait") o.cq_wait = value();
         else if (a == "--json") o.json = true;
         else usage("unknown argument " + a);
     }
     if (o.listen.empty() == o.connect.empty()) usage("give --listen or --connect");
+    if (o.cq_wait != "auto" && o.cq_wait != "fd" && o.cq_wait != "none") usage("--cq-wait: auto, fd or none");
     for (const auto& op : o.ops) {
         if (op != "write" && op != "send") usage("ops: write, send");
     }
@@ -354,6 +363,7 @@ struct Fabric {
     fid_domain* domain = nullptr;
     fid_eq* eq = nullptr;
     fid_cq* cq = nullptr;
+    bool cq_wait_fd = false;  // the CQ has an FI_WAIT_FD wait object
     fid_av* av = nullptr;
     fid_pep* pep = nullptr;
     fid_ep* ep = nullptr;
@@ -394,8 +404,25 @@ void open_fabric(Fabric& f, const Options& o, std::uint32_t depth_max) {
     fi_cq_attr ca{};
     ca.size = std::max<std::size_t>(64, 2 * (2 * std::size_t{depth_max} + 64));
     ca.format = FI_CQ_FORMAT_DATA;
-    ca.wait_obj = FI_WAIT_NONE;
-    check(fi_cq_open(f.domain, &ca, &f.cq, nullptr), "fi_cq_open");
+    // auto: as the backend's CQs (OfiCq), an FI_WAIT_FD wait object where the provider has one that its
+    // peers wake, i.e. on every provider but shm, FI_WAIT_NONE where it has none.
+    const bool want_fd = o.cq_wait == "fd" || (o.cq_wait == "auto" && o.provider != "shm");
+    if (want_fd) {
+        ca.wait_obj = FI_WAIT_FD;
+        int fd = -1;
+        if (fi_cq_open(f.domain, &ca, &f.cq, nullptr) == 0 && fi_control(&f.cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0) {
+            f.cq_wait_fd = true;
+        } else if (o.cq_wait == "fd") {
+            fail("the provider gives no CQ with an FI_WAIT_FD wait object (--cq-wait fd)");
+        } else if (f.cq) {
+            fi_close(&f.cq->fid);
+            f.cq = nullptr;
+        }
+    }
+    if (!f.cq) {
+        ca.wait_obj = FI_WAIT_NONE;
+        check(fi_cq_open(f.domain, &ca, &f.cq, nullptr), "fi_cq_open");
+    }
     fi_eq_attr ea{};
     ea.size = 64;
     ea.wait_obj = FI_WAIT_NONE;
@@ -691,6 +718,7 @@ double client_bw(Engine& e, const Test& t, std::uint64_t area) {
 
 void print_result(const Options& o, const Fabric& f, const Test& t, std::vector<double>* us, double secs) {
     const char* ep = f.msg() ? "msg" : "rdm";
+    const char* wait = f.cq_wait_fd ? "fd" : "none";
     if (us != nullptr) {
         std::sort(us->begin(), us->end());
         const double n = static_cast<double>(us->size());
@@ -699,10 +727,10 @@ void print_result(const Options& o, const Fabric& f, const Test& t, std::vector<
         for (double v : *us) var += (v - avg) * (v - avg);
         auto pct = [&](double p) { return (*us)[std::min(us->size() - 1, static_cast<std::size_t>(std::ceil(p * n)) - 1)]; };
         if (o.json) {
-            std::printf("{\"tool\":\"fi-anchor\",\"provider\":\"%s\",\"ep_type\":\"%s\",\"op\":\"%s\",\"test\":\"lat\",\"size\":%u,"
+            std::printf("{\"tool\":\"fi-anchor\",\"provider\":\"%s\",\"ep_type\":\"%s\",\"cq_wait\":\"%s\",\"op\":\"%s\",\"test\":\"lat\",\"size\":%u,"
                         "\"iterations\":%u,\"one_way\":true,\"t_min_us\":%.6g,\"t_max_us\":%.6g,\"t_typical_us\":%.6g,"
                         "\"t_avg_us\":%.6g,\"t_stdev_us\":%.6g,\"t_p99_us\":%.6g,\"t_p999_us\":%.6g}\n",
-                        o.provider.c_str(), ep, t.op.c_str(), t.size, t.iters, us->front(), us->back(), (*us)[us->size() / 2],
+                        o.provider.c_str(), ep, wait, t.op.c_str(), t.size, t.iters, us->front(), us->back(), (*us)[us->size() / 2],
                         avg, std::sqrt(var / n), pct(0.99), pct(0.999));
         } else {
             std::printf("fi-anchor %s %s lat %7u B: typical %9.2f us  avg %9.2f us  min %9.2f  p99 %9.2f (one way, %u iterations)\n",
@@ -711,9 +739,9 @@ void print_result(const Options& o, const Fabric& f, const Test& t, std::vector<
     } else {
         const double bytes = static_cast<double>(t.size) * t.iters;
         if (o.json) {
-            std::printf("{\"tool\":\"fi-anchor\",\"provider\":\"%s\",\"ep_type\":\"%s\",\"op\":\"%s\",\"test\":\"bw\",\"size\":%u,"
+            std::printf("{\"tool\":\"fi-anchor\",\"provider\":\"%s\",\"ep_type\":\"%s\",\"cq_wait\":\"%s\",\"op\":\"%s\",\"test\":\"bw\",\"size\":%u,"
                         "\"iterations\":%u,\"tx_depth\":%u,\"seconds\":%.6g,\"bw_mib_s\":%.6g,\"bw_gbit_s\":%.6g,\"msg_rate_mpps\":%.6g}\n",
-                        o.provider.c_str(), ep, t.op.c_str(), t.size, t.iters, t.depth, secs, bytes / secs / 1048576.0,
+                        o.provider.c_str(), ep, wait, t.op.c_str(), t.size, t.iters, t.depth, secs, bytes / secs / 1048576.0,
                         bytes * 8 / secs / 1e9, t.iters / secs / 1e6);
         } else {
             std::printf("fi-anchor %s %s bw  %7u B: %10.2f MiB/s  %8.4f Mpps (%u iterations, depth %u)\n", o.provider.c_str(),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prints weft-perf on the ofi backend beside raw libfabric (weft-bench-fi-anchor: the same fi_info, the same
-# operations, memory layout and timing) on each host provider over loopback, measured in the same run, two
-# processes each, every row with its ratio: RDMA write latency (one way, median) at 64 bytes and 4 KiB, and
-# write bandwidth at 64 KiB and 1 MiB, each the median of several alternating passes. Targets
+# CQ wait object, operations, memory layout and timing) on each host provider over loopback, measured in the
+# same run, two processes each, every row with its ratio: RDMA write latency (one way, median) at 64 bytes
+# and 4 KiB, and write bandwidth at 64 KiB and 1 MiB, each the median of several alternating passes. Targets
 # (docs/performance.md): weft <= 1.05x raw libfabric's latency and >= 0.95x its bandwidth.
 #   bench/ofi_perf.sh BUILD_DIR [OUT_DIR]     # OUT_DIR: keep every run's JSON there (for tools/perf/plot.py)
 set -uo pipefail
@@ -18,6 +18,9 @@ bw_iters=2000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# The anchor's CQs get the wait object weft's get (FI_WAIT_FD but on shm; its default --cq-wait auto), which
+# weft needs for CompletionQueue::wait() and fd() and which costs tcp about 0.6 us one way: without it the
+# anchor would measure a CQ that cannot block against one that can (docs/performance.md).
 anchor() {  # provider test sizes iters -> JSON lines in $tmp/anchor
   timeout 120 "$bin/weft-bench-fi-anchor" -p "$1" --listen 127.0.0.1:0 >"$tmp/server" 2>&1 &
   local server=$! port=
