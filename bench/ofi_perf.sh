@@ -17,21 +17,14 @@ lat_iters=1000
 bw_iters=2000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 
 # The anchor's CQs get the wait object weft's get (FI_WAIT_FD but on shm; its default --cq-wait auto), which
 # weft needs for CompletionQueue::wait() and fd() and which costs tcp about 0.6 us one way: without it the
 # anchor would measure a CQ that cannot block against one that can (docs/performance.md).
 anchor() {  # provider test sizes iters -> JSON lines in $tmp/anchor
-  timeout 120 "$bin/weft-bench-fi-anchor" -p "$1" --listen 127.0.0.1:0 >"$tmp/server" 2>&1 &
-  local server=$! port=
-  for _ in $(seq 1000); do
-    port=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$tmp/server")
-    [ -n "$port" ] && break
-    sleep 0.01
-  done
-  timeout 120 "$bin/weft-bench-fi-anchor" -p "$1" --connect "127.0.0.1:$port" -o write -T "$2" --sizes "$3" \
-    -n "$4" --json >"$tmp/anchor" 2>/dev/null
-  wait "$server" 2>/dev/null
+  fi_anchor_pair 127.0.0.1 "-p $1" -o write -T "$2" --sizes "$3" -n "$4" --json >"$tmp/anchor"
 }
 
 weft() {  # provider test sizes iters -> JSON in $tmp/weft
@@ -79,11 +72,7 @@ measure() {  # provider test sizes iters key pass
 # The medians over the passes of a size's raw figure, weft's figure and their ratio (NF == 3 rows only: a
 # pass that failed leaves a short row and is left out).
 medians() {  # size -> "raw weft ratio passes"
-  awk -v size="$1" '
-    function median(v, n,   i, j, t) {
-      for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-    }
+  awk -v size="$1" "$awk_median"'
     $1 == size && NF == 3 && $2 > 0 { ++n; a[n] = $2; w[n] = $3; r[n] = $3 / $2 }
     END { if (n) printf "%.4g %.4g %.2fx %d\n", median(a, n), median(w, n), median(r, n), n; else print "n/a n/a n/a 0" }
   ' "$tmp/rows"

@@ -24,6 +24,8 @@ bw_iters=2000
 lat_iters=1000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 export FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-16}
 
 perftest() {  # tool size iters -> the client's result line's column: bw average (MB/s) or t_typical (us)
@@ -47,29 +49,14 @@ weft() {  # config op test size iters -> bw_mib_s or t_typical_us of the client
 }
 
 anchor() {  # op test size iters -> the same figure from raw libfabric on the verbs provider
-  : >"$tmp/server"
-  timeout 120 "$bin/weft-bench-fi-anchor" -p verbs -d "$dev" --listen "$ip:0" >"$tmp/server" 2>&1 &
-  local server=$! port=
-  for _ in $(seq 1000); do
-    port=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$tmp/server")
-    [ -n "$port" ] && break
-    sleep 0.01
-  done
-  timeout 120 "$bin/weft-bench-fi-anchor" -p verbs -d "$dev" --connect "$ip:$port" -o "$1" -T "$2" -s "$3" \
-    -n "$4" --json >"$tmp/json" 2>/dev/null
-  wait "$server" 2>/dev/null
+  fi_anchor_pair "$ip" "-p verbs -d $dev" -o "$1" -T "$2" -s "$3" -n "$4" --json >"$tmp/json"
   field "$tmp/json" "$(key "$2")"
 }
 
 # The medians of each column and of the rounds' ratios weft/perftest (columns 2/1) and ofi/anchor (4/3)
 # and ofi/perftest (4/1); a round where a program printed nothing leaves "-" and is left out of what uses it.
 medians() {
-  awk '
-    function median(v, n,   i, j, t) {
-      if (n == 0) return "n/a"
-      for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-    }
+  awk "$awk_median"'
     function ok(x) { return x ~ /^[0-9.e+-]+$/ && x > 0 }
     {
       for (c = 1; c <= 4; ++c) if (ok($c)) col[c, ++n[c]] = $c
@@ -78,7 +65,7 @@ medians() {
       if (ok($1) && ok($4)) r3[++m3] = $4 / $1
     }
     END {
-      for (c = 1; c <= 4; ++c) { delete v; for (i = 1; i <= n[c]; ++i) v[i] = col[c, i]; printf "%s ", median(v, n[c]) }
+      for (c = 1; c <= 4; ++c) { delete v; for (i = 1; i <= n[c]; ++i) v[i] = col[c, i]; printf "%s ", n[c] ? median(v, n[c]) : "n/a" }
       printf "%s %s %s %d\n", m1 ? sprintf("%.2fx", median(r1, m1)) : "n/a", m2 ? sprintf("%.2fx", median(r2, m2)) : "n/a",
              m3 ? sprintf("%.2fx", median(r3, m3)) : "n/a", NR
     }' "$tmp/rows"
@@ -90,7 +77,7 @@ figure() {  # label unit tool op test size iters verbs_target ofi_target
   : >"$tmp/rows"
   local pass p n a o slot
   for pass in $(seq "$passes"); do
-    p= n= a= o=
+    p='' n='' a='' o=''
     for slot in 0 1 2 3; do  # the round's order rotates by one program each round
       case $(((slot + pass - 1) % 4)) in
         0) p=$(perftest "$3" "$6" "$7") ;;
