@@ -2,12 +2,16 @@
 // pending: a hierarchical timing wheel over the 64-bit virtual time, with a small heap beside it for the rare
 // event scheduled before the wheel's cursor.
 //
-// The wheel has 8 levels of 256 slots, one level per byte of the time. An event goes to the level of the
-// highest byte in which its time differs from the cursor, into the slot named by that byte of its time; so a
-// level-0 slot holds events of one exact time, and a higher slot a range of times. Popping takes the head of
-// the first non-empty level-0 slot; when level 0 is empty, the first non-empty slot of the lowest non-empty
-// level is cascaded: the cursor moves to the start of its range and its events are spread over the lower
-// levels. An event is cascaded at most 7 times between two rewinds (below), whatever else is pending.
+// The wheel has 8 levels, each a digit of the time: level 0 the low 12 bits (4,096 slots, as many ns), each
+// level above the next 8 bits (256 slots; the top one has the last 4). An event goes to the level of the
+// highest digit in which its time differs from the cursor, into the slot named by that digit of its time; so
+// a level-0 slot holds events of one exact time, and a higher slot a range of times. Popping takes the head
+// of the first non-empty level-0 slot; when level 0 is empty, the first non-empty slot of the lowest
+// non-empty level is cascaded: the cursor moves to the start of its range and its events are spread over the
+// lower levels. An event is cascaded at most 7 times between two rewinds (below), whatever else is pending.
+// Level 0 is wide because the simulator's packets and acknowledgements land a few microseconds ahead: in a
+// 4,096-ns window most are slotted once and never cascaded, where 256 ns sent nearly all through level 1, and
+// a cascade walks its list node by node, one dependent cache miss after another when many QPs are busy.
 //
 // Ties at one time stay in sequence order, which is what keeps a seed's run identical to the heap this
 // replaces: sequence numbers grow with every push, so appending keeps a slot's list sorted, and a cascade
@@ -88,7 +92,7 @@ public:
         }
         front_ = nil;
         // n heads a level-0 slot: unlink it.
-        const std::uint32_t s = static_cast<std::uint32_t>(nodes_[n].item.time & (slots - 1));
+        const std::uint32_t s = static_cast<std::uint32_t>(nodes_[n].item.time & (slots0 - 1));
         List& l = lists_[s];
         l.head = nodes_[n].next;
         if (l.head == nil) {
@@ -109,15 +113,29 @@ public:
 
 private:
     static constexpr std::uint32_t nil = UINT32_MAX;
-    static constexpr unsigned digit_bits = 8;
+    static constexpr unsigned bits0 = 12;      // level 0's digit
+    static constexpr unsigned digit_bits = 8;  // every other level's digit
+    static constexpr std::uint32_t slots0 = 1u << bits0;
     static constexpr std::uint32_t slots = 1u << digit_bits;
-    static constexpr unsigned levels = 64 / digit_bits;
-    static constexpr unsigned words = slots / 64;  // bitmap words per level
+    static constexpr unsigned levels = 8;      // 12 + 7 * 8 bits cover the 64 of a time
+    static constexpr unsigned words0 = slots0 / 64;  // bitmap words of level 0
+    static constexpr unsigned words = slots / 64;    // bitmap words of each higher level
     // The least distance to the cursor worth a rewind: a cursor a slot or two ahead (the next event a few
     // hundred ns away) is caught up with soon, and the early heap is cheaper meanwhile than slotting again;
     // one that went to a far timer would send everything to the heap for a long while.
     static constexpr std::uint64_t rewind_gap = std::uint64_t{1} << 16;
-    static_assert(levels * digit_bits == 64 && slots % 64 == 0 && levels * words == 32);
+    static_assert(bits0 + (levels - 1) * digit_bits >= 64 && bits0 + (levels - 2) * digit_bits < 64);
+    static_assert(words0 == 64 && (levels - 1) * words <= 32);
+    static constexpr std::uint32_t lists = slots0 + (levels - 1) * slots;
+
+    // Level k's digit starts at this bit of a time, and its lists at this index.
+    static constexpr unsigned shift_of(unsigned level) noexcept { return level == 0 ? 0 : bits0 + (level - 1) * digit_bits; }
+    static constexpr std::uint32_t first_list(unsigned level) noexcept { return level == 0 ? 0 : slots0 + (level - 1) * slots; }
+    // The level of a time that differs from the cursor in `x` (their xor, not 0) first at its highest bit.
+    static unsigned level_of(std::uint64_t x) noexcept {
+        const unsigned high = static_cast<unsigned>(63 - std::countl_zero(x));
+        return high < bits0 ? 0 : 1 + (high - bits0) / digit_bits;
+    }
 
     // Aligned to its size rounded up to a power of two, up to a cache line: a node never straddles two lines.
     struct alignas(std::min<std::size_t>(64, std::bit_ceil(sizeof(T) + sizeof(std::uint32_t)))) Node {
@@ -132,11 +150,19 @@ private:
         return a.time != b.time ? a.time > b.time : a.seq > b.seq;
     }
 
-    // The list (level * slots + slot) an item of time `t` (>= cursor_) belongs to.
+    // The list (first_list(level) + slot) an item of time `t` (>= cursor_) belongs to.
     std::uint32_t slot_of(std::uint64_t t) const noexcept {
         const std::uint64_t x = t ^ cursor_;
-        const unsigned level = x == 0 ? 0 : static_cast<unsigned>(63 - std::countl_zero(x)) / digit_bits;
-        return level * slots + static_cast<std::uint32_t>((t >> (level * digit_bits)) & (slots - 1));
+        if (x < slots0) return static_cast<std::uint32_t>(t & (slots0 - 1));
+        const unsigned level = level_of(x);
+        return first_list(level) + static_cast<std::uint32_t>((t >> shift_of(level)) & (slots - 1));
+    }
+
+    void set_bit(std::uint32_t list) noexcept {
+        const std::uint32_t w = list / 64;
+        bits_[w] |= std::uint64_t{1} << (list % 64);
+        if (w < words0) summary0_ |= std::uint64_t{1} << w;
+        else summary_ |= 1u << (w - words0);
     }
 
     void append(std::uint32_t list, std::uint32_t n) noexcept {
@@ -144,8 +170,7 @@ private:
         nodes_[n].next = nil;
         if (l.tail == nil) {
             l.head = n;
-            bits_[list / 64] |= std::uint64_t{1} << (list % 64);
-            summary_ |= 1u << (list / 64);
+            set_bit(list);
         } else {
             nodes_[l.tail].next = n;
         }
@@ -159,10 +184,12 @@ private:
     // lower levels' lists are spliced into it whole, and spread again when the cursor gets there. Events of
     // one time sit in one list, so they stay in sequence order. One splice per non-empty list.
     void rewind(std::uint64_t t) noexcept {
-        const unsigned m = static_cast<unsigned>(63 - std::countl_zero(t ^ cursor_)) / digit_bits;
-        List& into = lists_[m * slots + static_cast<std::uint32_t>((cursor_ >> (m * digit_bits)) & (slots - 1))];
-        const std::uint32_t into_index = static_cast<std::uint32_t>(&into - lists_.data());
-        for (unsigned w = 0; w < m * words; ++w) {
+        const unsigned m = level_of(t ^ cursor_);  // >= 1: t is rewind_gap or more before the cursor
+        const unsigned mask = m == 0 ? slots0 - 1 : slots - 1;
+        const std::uint32_t into_index = first_list(m) + static_cast<std::uint32_t>((cursor_ >> shift_of(m)) & mask);
+        List& into = lists_[into_index];
+        const unsigned below = first_list(m) / 64;  // the bitmap words of the levels under m
+        for (unsigned w = 0; w < below; ++w) {
             for (std::uint64_t b = bits_[w]; b != 0; b &= b - 1) {
                 List& l = lists_[w * 64 + static_cast<unsigned>(std::countr_zero(b))];
                 if (into.tail == nil) into.head = l.head;
@@ -172,40 +199,46 @@ private:
             }
             bits_[w] = 0;
         }
-        summary_ &= ~((1u << (m * words)) - 1);
-        if (into.tail != nil) {
-            bits_[into_index / 64] |= std::uint64_t{1} << (into_index % 64);
-            summary_ |= 1u << (into_index / 64);
+        if (below > 0) {
+            summary0_ = 0;
+            summary_ &= ~((1u << (below - words0)) - 1);
         }
+        if (into.tail != nil) set_bit(into_index);
         cursor_ = t;
         front_ = nil;  // it may no longer head a level-0 list
     }
 
     void clear_bit(std::uint32_t list) noexcept {
-        std::uint64_t& word = bits_[list / 64];
+        const std::uint32_t w = list / 64;
+        std::uint64_t& word = bits_[w];
         word &= ~(std::uint64_t{1} << (list % 64));
-        if (word == 0) summary_ &= ~(1u << (list / 64));
+        if (word != 0) return;
+        if (w < words0) summary0_ &= ~(std::uint64_t{1} << w);
+        else summary_ &= ~(1u << (w - words0));
     }
 
     // The node holding the wheel's earliest item (cascading as needed), or nil when the wheel is empty. The
     // lowest non-empty list is the first slot of the lowest non-empty level.
     std::uint32_t wheel_front() noexcept {
-        while (summary_ != 0) {
-            const unsigned w = static_cast<unsigned>(std::countr_zero(summary_));
-            const std::uint32_t list = w * 64 + static_cast<std::uint32_t>(std::countr_zero(bits_[w]));
-            if (list < slots) return lists_[list].head;
-            cascade(list / slots, list % slots);
+        for (;;) {
+            if (summary0_ != 0) {
+                const unsigned w = static_cast<unsigned>(std::countr_zero(summary0_));
+                return lists_[w * 64 + static_cast<std::uint32_t>(std::countr_zero(bits_[w]))].head;
+            }
+            if (summary_ == 0) return nil;
+            const unsigned w = words0 + static_cast<unsigned>(std::countr_zero(summary_));
+            const std::uint32_t list = w * 64 + static_cast<std::uint32_t>(std::countr_zero(bits_[w])) - slots0;
+            cascade(1 + list / slots, list % slots);
         }
-        return nil;
     }
 
-    // Moves the cursor to the start of slot `s` of `level` (every lower level is empty) and spreads its items
-    // over the lower levels, in list order.
+    // Moves the cursor to the start of slot `s` of `level` (>= 1; every lower level is empty) and spreads its
+    // items over the lower levels, in list order.
     void cascade(unsigned level, std::uint32_t s) noexcept {
-        const unsigned shift = level * digit_bits;
-        const std::uint64_t above = shift + digit_bits == 64 ? 0 : cursor_ >> (shift + digit_bits) << (shift + digit_bits);
+        const unsigned shift = shift_of(level);
+        const std::uint64_t above = shift + digit_bits >= 64 ? 0 : cursor_ >> (shift + digit_bits) << (shift + digit_bits);
         cursor_ = above | (std::uint64_t{s} << shift);
-        const std::uint32_t list = level * slots + s;
+        const std::uint32_t list = first_list(level) + s;
         std::uint32_t n = lists_[list].head;
         lists_[list] = {};
         clear_bit(list);
@@ -218,9 +251,10 @@ private:
 
     std::vector<Node> nodes_;
     std::uint32_t free_ = nil;  // free nodes, linked through `next`
-    std::array<List, levels * slots> lists_{};
-    std::array<std::uint64_t, levels * words> bits_{};  // non-empty lists
-    std::uint32_t summary_ = 0;                          // bit w: bits_[w] is not 0
+    std::array<List, lists> lists_{};
+    std::array<std::uint64_t, lists / 64> bits_{};  // non-empty lists
+    std::uint64_t summary0_ = 0;                    // bit w: bits_[w] of level 0 is not 0
+    std::uint32_t summary_ = 0;                     // bit w: bits_[words0 + w] (the levels above) is not 0
     std::uint32_t front_ = nil;  // the wheel's earliest node as top() found it (heading a level-0 list), or nil
     std::uint64_t cursor_ = 0;  // no item in the wheel is earlier; an item at level k shares the bytes above k
     std::vector<T> early_;      // binary heap of items pushed with a time before cursor_ (a rewind may since have moved it back)
