@@ -14,6 +14,7 @@
 
 #include <weft/detail/bytes.hpp>
 #include <weft/detail/wire.hpp>
+#include <weft/log.hpp>
 
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
@@ -565,6 +566,8 @@ bool OfiQp::drive_cm() noexcept {
                                           }
                                       }).empty();
                 if (!expected) {
+                    WEFT_LOGF(ofi, warn, "QP %u: rejected a connection request that is not from the peer it was told "
+                              "to expect%s", qp_num, cm_ == Cm::passive_wait_request ? "" : " (not waiting for one)");
                     fi_reject(pep_.get(), request->handle, nullptr, 0);
                     break;
                 }
@@ -576,6 +579,8 @@ bool OfiQp::drive_cm() noexcept {
                 if (cm->info) fi_freeinfo(cm->info);
                 break;
             case FI_SHUTDOWN:
+                WEFT_LOGF(ofi, warn, "QP %u: the provider reports the connection shut down%s", qp_num,
+                          cm_ == Cm::done ? ": the peer is gone" : " during the handshake");
                 if (cm_ == Cm::done) {
                     peer_gone();
                     return false;
@@ -620,6 +625,8 @@ void OfiQp::established() noexcept {
 // The handshake failed or the peer went away before it finished: the QP goes to error and the first
 // request that could not reach the peer reports transport_retry_exceeded (the peer-gone status).
 void OfiQp::connection_failed(int err) noexcept {
+    WEFT_LOGF(ofi, warn, "QP %u: the connection handshake failed: %s (%d); the QP goes to error", qp_num,
+              fi_strerror(err), err);
     cm_ = Cm::failed;
     try {
         if (cm_error_.empty()) cm_error_ = fi_strerror(err);
@@ -653,7 +660,11 @@ void OfiQp::watch_peer(const wire::PeerAddress& p) noexcept {
     // The peer QP is in error or gone before we could watch it (a peer on this host answers at once): the
     // next send fails at post instead of reaching a provider that may complete it success (shm completes
     // a send once buffered). The watch still reports the loss for requests already out.
-    if (refused) peer_gone();
+    if (refused) {
+        WEFT_LOGF(ofi, warn, "QP %u: the peer QP's liveness listener refused the connection: the peer is gone",
+                  qp_num);
+        peer_gone();
+    }
     if (fd < 0) return;
     // Published before the watch starts: the service thread reads it in liveness_lost().
     live_conn_.store(fd, std::memory_order_release);
@@ -697,7 +708,10 @@ void OfiQp::kick_local_peer() noexcept {
 
 void OfiQp::liveness_lost() noexcept {
     // The service thread no longer watches the connection: reading it here races with nothing.
-    if (liveness_heard_goodbye(live_conn_.load(std::memory_order_acquire))) peer_said_goodbye();
+    const bool goodbye = liveness_heard_goodbye(live_conn_.load(std::memory_order_acquire));
+    WEFT_LOGF(ofi, warn, "QP %u: the liveness connection to the peer ended%s", qp_num,
+              goodbye ? " with its goodbye (it disconnected)" : ": the peer is gone");
+    if (goodbye) peer_said_goodbye();
     if (peer_lost_.exchange(true, std::memory_order_acq_rel)) return;
     peer_gone();
     send_cq_->peer_lost();

@@ -19,7 +19,8 @@ done
 
 export LD_LIBRARY_PATH=$libdir
 export WEFT_BACKEND=$config
-export WEFT_LOG=${WEFT_LOG:-error}
+# ofi's warnings say why a QP went to error (a failed handshake, a peer found gone) in a failure's output.
+export WEFT_LOG=${WEFT_LOG:-"error;warn:ofi"}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"  # where a crashing program leaves its dump

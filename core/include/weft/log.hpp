@@ -12,9 +12,11 @@
 //   weft::set_log_level(weft::LogLevel::info);            // every subsystem
 //   weft::set_log_level(weft::LogSubsystem::ofi, weft::LogLevel::debug);
 //
-// Messages come from setup calls only (open, plugin loading, create_*, register_memory, connect, listen):
-// posting and polling never log. While a subsystem's level is below a message's, the message costs one
-// load and one compare, and its text is never built.
+// Messages come from setup calls (open, plugin loading, create_*, register_memory, connect, listen) and,
+// at `warn`, from the ofi backend's connection events (a handshake that failed, a request from another
+// peer refused, a peer found gone), which a call finishing a handshake or the service thread may meet: a
+// post or poll of a connected QP never logs. While a subsystem's level is below a message's, the message
+// costs one load and one compare, and its text is never built.
 #pragma once
 
 #include <atomic>
