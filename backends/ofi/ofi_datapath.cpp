@@ -1434,14 +1434,26 @@ std::size_t OfiCq::poll_here(std::span<Completion> out, ssize_t first) noexcept 
 
 // An empty poll is what a busy-polling consumer does most, so it has a path of its own: while nothing is
 // ready or notified here, no peer loss waits to be handled and neither fd() mode nor a shared receive queue
-// asks for more, a provider read that finds nothing leaves only the idle duties, inline. Everything else
-// goes on in poll_here(), which then starts from the entries this read got.
+// asks for more, a provider read that finds nothing leaves only the idle duties, inline. So has the poll
+// that finds the completions it returns, the next most common: a read short of a full batch leaves nothing
+// more to read, and nothing was ready before it, so its entries are absorbed and delivered here, without
+// pump()'s rounds or poll_here()'s first delivery. Everything else goes on in poll_here(), which then starts
+// from the entries this read got.
 std::size_t OfiCq::poll(std::span<Completion> out) noexcept {
     if (ready_head_ != nullptr || inbox_.load(std::memory_order_relaxed) != nullptr ||
         detours_.load(std::memory_order_relaxed) != 0) {
         return poll_here(out);
     }
     const ssize_t got = fi_cq_read(cq_.get(), entries_.data(), entries_.size());
+    if (got > 0 && static_cast<std::size_t>(got) < entries_.size() &&
+        srq_readers_n_.load(std::memory_order_acquire) == 0) {
+        for (ssize_t i = 0; i < got; ++i) absorb(entries_[static_cast<std::size_t>(i)]);
+        const std::size_t n = deliver(out, 0);
+        // Nothing to return (unsignaled requests, or no room in `out`): the rest of a poll's duties.
+        if (n == 0) return poll_here(out);
+        if (registry::attention_pending()) registry::drive_all(true);
+        return n;
+    }
     if (got != -FI_EAGAIN || registry::attention_pending()) return poll_here(out, got);
     kick_waited_peers();
     return 0;
