@@ -155,7 +155,7 @@ bool OfiQp::check_local(Slot& s, std::span<const LocalSegment> segs, bool need_w
 }
 
 // Fills `s` for `r`. Returns false when the request failed locally (the QP is then in error).
-bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
+[[gnu::always_inline]] inline bool OfiQp::prepare_send(Slot& s, const SendRequest& r, bool flush) noexcept {
     s.id = r.id;
     s.report = has(r.flags, SendFlags::signaled);
     s.status = WcStatus::success;
@@ -288,7 +288,7 @@ bool OfiQp::prepare_recv(Slot& s, const RecvRequest& r, bool flush) noexcept {
     return true;
 }
 
-long OfiQp::issue(Slot& s, unsigned op) noexcept {
+[[gnu::always_inline]] inline long OfiQp::issue(Slot& s, unsigned op) noexcept {
     fid_ep* ep = ep_.get();
     void* ctx = &s.ops[op];
     const std::uint64_t data_flags = s.fi_flags & ~(op == 0 ? 0 : FI_FENCE);
@@ -1223,7 +1223,7 @@ void OfiCq::link_ready(Ring& r) noexcept {
     ready_tail_ = &r;
 }
 
-void OfiCq::slot_finished(Slot& s) noexcept {
+[[gnu::always_inline]] inline void OfiCq::slot_finished(Slot& s) noexcept {
     if (fence_orders(s.kind[0])) {
         // Read from the provider, so it was counted when handed over. A fenced request may be waiting for
         // it: the poll that read it drives the QP.
@@ -1236,7 +1236,7 @@ void OfiCq::slot_finished(Slot& s) noexcept {
     link_ready(*s.ring);
 }
 
-void OfiCq::absorb(const fi_cq_data_entry& e) noexcept {
+[[gnu::always_inline]] inline void OfiCq::absorb(const fi_cq_data_entry& e) noexcept {
     auto* ref = static_cast<OpRef*>(e.op_context);
     if (ref == nullptr) return;  // not ours: no weft operation runs without a context
     Slot& s = *ref->slot;
