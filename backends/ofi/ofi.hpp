@@ -639,6 +639,7 @@ private:
     void link_ready(Ring& r) noexcept;
     void take_inbox() noexcept;
     std::size_t deliver(std::span<Completion> out, std::size_t n) noexcept;
+    std::size_t deliver_inline(std::span<Completion> out, std::size_t n) noexcept;
     bool deliverable() noexcept;
     void idle() noexcept;
     void rearm() noexcept;
@@ -818,6 +819,7 @@ private:
     void finish_at_post(Slot& s, WcStatus status) noexcept;
     long issue(Slot& s, unsigned op) noexcept;
     bool post_range(Ring& r) noexcept;
+    bool post_range_inline(Ring& r) noexcept;
     void post_backlog(Ring& r) noexcept;
     PostStatus post_slow(Ring& r, bool synthetic) noexcept;
     void stash_inline(Ring& r) noexcept;

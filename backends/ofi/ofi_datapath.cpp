@@ -354,8 +354,9 @@ void OfiQp::progress_own() noexcept {
 
 // Hands slots [posted, cursors.posted) of `r` to the provider. Caller: the producer, on its fast path or in
 // post_slow; any other thread only through post_backlog. Returns false when slots remain (the provider
-// stayed busy with -FI_EAGAIN, a fence holds a request back, or the endpoint is not there yet).
-bool OfiQp::post_range(Ring& r) noexcept {
+// stayed busy with -FI_EAGAIN, a fence holds a request back, or the endpoint is not there yet). Inline in
+// the fast paths of post_send and post_recv, called by the rest.
+[[gnu::always_inline]] inline bool OfiQp::post_range_inline(Ring& r) noexcept {
     std::uint64_t p = r.posted.load(std::memory_order_relaxed);
     const std::uint64_t t = r.cursors.posted_seen();
     bool notify = false;
@@ -425,6 +426,8 @@ bool OfiQp::post_range(Ring& r) noexcept {
     if (notify) r.cq->notify(r);
     return complete;
 }
+
+bool OfiQp::post_range(Ring& r) noexcept { return post_range_inline(r); }
 
 // Copies the payload of every inline request still waiting for the provider into the ring, so that the
 // caller's buffer is free when post returns (mu_ held).
@@ -516,7 +519,7 @@ PostStatus OfiQp::post_send(std::span<const SendRequest> batch) noexcept {
     service::nudge();
     r.cq->nudge();
     if (r.direct.load(std::memory_order_acquire) && !error_.load(std::memory_order_acquire)) {
-        if (post_range(r)) return PostStatus::ok();
+        if (post_range_inline(r)) return PostStatus::ok();
     }
     return post_slow(r, synthetic);
 }
@@ -545,7 +548,7 @@ PostStatus OfiQp::post_recv(std::span<const RecvRequest> batch) noexcept {
     service::nudge();
     r.cq->nudge();
     if (r.direct.load(std::memory_order_acquire) && !error_.load(std::memory_order_acquire)) {
-        if (post_range(r)) return PostStatus::ok();
+        if (post_range_inline(r)) return PostStatus::ok();
     }
     return post_slow(r, synthetic);
 }
@@ -1318,8 +1321,9 @@ std::size_t OfiCq::pump(ssize_t first) noexcept {
     return total;
 }
 
-// Delivers the finished prefix of each ready ring into out[n..].
-std::size_t OfiCq::deliver(std::span<Completion> out, std::size_t n) noexcept {
+// Delivers the finished prefix of each ready ring into out[n..]: inline in poll()'s path for the poll that
+// finds its completions, called by the rest.
+[[gnu::always_inline]] inline std::size_t OfiCq::deliver_inline(std::span<Completion> out, std::size_t n) noexcept {
     if (srq_pending_.load(std::memory_order_acquire)) n = deliver_srq(out, n);
     while (ready_head_ != nullptr && n < out.size()) {
         Ring& r = *ready_head_;
@@ -1367,6 +1371,8 @@ std::size_t OfiCq::deliver(std::span<Completion> out, std::size_t n) noexcept {
     }
     return n;
 }
+
+std::size_t OfiCq::deliver(std::span<Completion> out, std::size_t n) noexcept { return deliver_inline(out, n); }
 
 // Whether poll() would return something now, without consuming it.
 bool OfiCq::deliverable() noexcept {
@@ -1448,7 +1454,7 @@ std::size_t OfiCq::poll(std::span<Completion> out) noexcept {
     if (got > 0 && static_cast<std::size_t>(got) < entries_.size() &&
         srq_readers_n_.load(std::memory_order_acquire) == 0) {
         for (ssize_t i = 0; i < got; ++i) absorb(entries_[static_cast<std::size_t>(i)]);
-        const std::size_t n = deliver(out, 0);
+        const std::size_t n = deliver_inline(out, 0);
         // Nothing to return (unsignaled requests, or no room in `out`): the rest of a poll's duties.
         if (n == 0) return poll_here(out);
         if (registry::attention_pending()) registry::drive_all(true);
