@@ -298,6 +298,8 @@ OfiDomain::OfiDomain(const Config& cfg) {
     profile_.native_wait = profile_.wait_fd && profile_.provider != "shm";
     fill_capabilities();
     // Each bounce is a receive posted at the QP's endpoint: the provider's receive queue must hold them all.
+    // The default follows a small queue_size; a value the user gave is refused.
+    if (!cfg.has("srq_bounces")) profile_.srq_bounces = std::max(1u, std::min(profile_.srq_bounces, caps.max_qp_wr));
     if (profile_.srq_emulated && profile_.srq_bounces > caps.max_qp_wr) {
         throw Error(Errc::invalid_config,
                     "srq_bounces=" + std::to_string(profile_.srq_bounces) + " is more receives than " +
