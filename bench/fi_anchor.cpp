@@ -555,55 +555,50 @@ struct Engine {
             else --out;
         }
     }
-    void post_write(std::uint64_t off, std::uint32_t len) {
-        iovec iov{f.a() + off, len};
-        fi_rma_iov rma{f.peer_addr + f.area + off, len, f.peer_key};
-        fi_msg_rma m{};
+    // Posts with `call` until the provider takes the request, polling while it says -FI_EAGAIN.
+    template <class Call>
+    void retry(Call call, const char* name) {
+        for (;;) {
+            ssize_t r = call();
+            if (r == 0) return;
+            if (r != -FI_EAGAIN) check(static_cast<int>(r), name);
+            poll();
+        }
+    }
+    fi_msg message(iovec& iov) {
+        fi_msg m{};
         m.msg_iov = &iov;
         m.desc = &f.desc;
         m.iov_count = 1;
         m.addr = f.peer;
+        m.context = ctx();
+        return m;
+    }
+    void post_write(std::uint64_t off, std::uint32_t len) {
+        iovec iov{f.a() + off, len};
+        fi_rma_iov rma{f.peer_addr + f.area + off, len, f.peer_key};
+        const fi_msg base = message(iov);
+        fi_msg_rma m{};
+        m.msg_iov = base.msg_iov;
+        m.desc = base.desc;
+        m.iov_count = base.iov_count;
+        m.addr = base.addr;
         m.rma_iov = &rma;
         m.rma_iov_count = 1;
-        m.context = ctx();
-        for (;;) {
-            ssize_t r = fi_writemsg(f.ep, &m, f.flags);
-            if (r == 0) break;
-            if (r != -FI_EAGAIN) check(static_cast<int>(r), "fi_writemsg");
-            poll();
-        }
+        m.context = base.context;
+        retry([&] { return fi_writemsg(f.ep, &m, f.flags); }, "fi_writemsg");
         ++out;
     }
     void post_send(std::uint64_t off, std::uint32_t len) {
         iovec iov{f.a() + off, len};
-        fi_msg m{};
-        m.msg_iov = &iov;
-        m.desc = &f.desc;
-        m.iov_count = 1;
-        m.addr = f.peer;
-        m.context = ctx();
-        for (;;) {
-            ssize_t r = fi_sendmsg(f.ep, &m, f.flags);
-            if (r == 0) break;
-            if (r != -FI_EAGAIN) check(static_cast<int>(r), "fi_sendmsg");
-            poll();
-        }
+        const fi_msg m = message(iov);
+        retry([&] { return fi_sendmsg(f.ep, &m, f.flags); }, "fi_sendmsg");
         ++out;
     }
     void post_recv(std::uint64_t off, std::uint32_t len) {
         iovec iov{f.b() + off, len};
-        fi_msg m{};
-        m.msg_iov = &iov;
-        m.desc = &f.desc;
-        m.iov_count = 1;
-        m.addr = f.peer;
-        m.context = ctx();
-        for (;;) {
-            ssize_t r = fi_recvmsg(f.ep, &m, FI_COMPLETION);
-            if (r == 0) break;
-            if (r != -FI_EAGAIN) check(static_cast<int>(r), "fi_recvmsg");
-            poll();
-        }
+        const fi_msg m = message(iov);
+        retry([&] { return fi_recvmsg(f.ep, &m, FI_COMPLETION); }, "fi_recvmsg");
     }
     template <class Done>
     void until(Done done, const char* what) {
