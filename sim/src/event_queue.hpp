@@ -50,22 +50,18 @@ public:
 
     void push(const T& item) {
         ++size_;
-        if (item.time < cursor_) {
-            if (cursor_ - item.time < rewind_gap) {
-                early_.push_back(item);
-                std::push_heap(early_.begin(), early_.end(), later);
-                return;
-            }
-            rewind(item.time);
+        // The rare cases (before the cursor, a new node) are calls of their own, so that the common one
+        // saves and restores few registers.
+        if (item.time < cursor_) [[unlikely]] {
+            if (push_before_cursor(item)) return;
         }
         // The cached front stays the front unless this item comes before it (a later one lands behind it).
         if (front_ != nil && later(nodes_[front_].item, item)) front_ = nil;
         std::uint32_t n = free_;
-        if (n != nil) {
+        if (n != nil) [[likely]] {
             free_ = nodes_[n].next;
         } else {
-            n = static_cast<std::uint32_t>(nodes_.size());
-            nodes_.emplace_back();
+            n = new_node();
         }
         nodes_[n].item = item;
         append(slot_of(item.time), n);
@@ -83,12 +79,8 @@ public:
     T pop() noexcept {
         --size_;
         const std::uint32_t n = front_ != nil ? front_ : wheel_front();
-        if (!early_.empty() && (n == nil || later(nodes_[n].item, early_.front()))) {
-            front_ = n;  // still the wheel's front
-            std::pop_heap(early_.begin(), early_.end(), later);
-            T item = early_.back();
-            early_.pop_back();
-            return item;
+        if (!early_.empty() && (n == nil || later(nodes_[n].item, early_.front()))) [[unlikely]] {
+            return pop_early(n);
         }
         front_ = nil;
         // n heads a level-0 slot: unlink it.
@@ -145,6 +137,30 @@ private:
     struct List {
         std::uint32_t head = nil, tail = nil;
     };
+
+    // An item before the cursor goes to the early heap (true), or the cursor is moved back to it (false:
+    // push() slots it then).
+    [[gnu::noinline]] bool push_before_cursor(const T& item) {
+        if (cursor_ - item.time < rewind_gap) {
+            early_.push_back(item);
+            std::push_heap(early_.begin(), early_.end(), later);
+            return true;
+        }
+        rewind(item.time);
+        return false;
+    }
+    [[gnu::noinline]] std::uint32_t new_node() {
+        nodes_.emplace_back();
+        return static_cast<std::uint32_t>(nodes_.size() - 1);
+    }
+    // pop() when the early heap's front comes first; `n` is the wheel's front (or nil).
+    [[gnu::noinline]] T pop_early(std::uint32_t n) noexcept {
+        front_ = n;  // still the wheel's front
+        std::pop_heap(early_.begin(), early_.end(), later);
+        T item = early_.back();
+        early_.pop_back();
+        return item;
+    }
 
     [[gnu::always_inline]] static bool later(const T& a, const T& b) noexcept {
         return a.time != b.time ? a.time > b.time : a.seq > b.seq;
@@ -220,6 +236,14 @@ private:
     // The node holding the wheel's earliest item (cascading as needed), or nil when the wheel is empty. The
     // lowest non-empty list is the first slot of the lowest non-empty level.
     std::uint32_t wheel_front() noexcept {
+        if (summary0_ != 0) [[likely]] {
+            const unsigned w = static_cast<unsigned>(std::countr_zero(summary0_));
+            return lists_[w * 64 + static_cast<std::uint32_t>(std::countr_zero(bits_[w]))].head;
+        }
+        return wheel_front_cascading();
+    }
+    // wheel_front() when level 0 is empty: cascades until it is not, or the wheel is empty.
+    [[gnu::noinline]] std::uint32_t wheel_front_cascading() noexcept {
         for (;;) {
             if (summary0_ != 0) {
                 const unsigned w = static_cast<unsigned>(std::countr_zero(summary0_));
