@@ -309,7 +309,10 @@ public:
     struct Rates {
         double drop = 0, duplicate = 0, delay = 0;
         std::uint64_t delay_ns = 0;
-        bool any() const noexcept { return drop > 0 || duplicate > 0 || delay > 0; }
+        bool on = false;  ///< any() as update() last found it: the one test every packet makes
+        bool any() const noexcept { return on; }
+        /// Called after the rates change.
+        void update() noexcept { on = drop > 0 || duplicate > 0 || delay > 0; }
     } rates;
     std::vector<Cut> cuts;
     std::vector<std::uint8_t> crashed;         ///< node -> crashed
@@ -317,6 +320,9 @@ public:
     std::vector<std::uint64_t> port_down_until;  ///< node -> its port is down until then (0: up)
     std::vector<std::uint32_t> port_outages;     ///< node -> how many times its port went down
     std::vector<SimDomain*> node_domains;        ///< node -> its domain (null once destroyed)
+    /// Set once a link was cut, a node crashed or stalled, or a port went down: only then does step() look
+    /// at them for each event (held_by_nodes).
+    bool nodes_touched = false;
     /// Fabric::port_down / port_up: the port of `node` goes down until `until` (UINT64_MAX: until
     /// port_up), or comes back up; each change is an event of the node's domain.
     void port_down(std::uint32_t node, std::uint64_t until);
@@ -388,6 +394,9 @@ private:
     std::uint32_t next_node_ = 0;
     double ns_per_byte_;
     void send_faulty(Event& e) noexcept;
+    /// Whether event `e` for `qp` is dropped (a crashed node, a link down) or put off (a stalled node) and
+    /// rescheduled; step() asks only once nodes_touched.
+    bool held_by_nodes(Event& e, const SimQp& qp) noexcept;
     /// Asks for the lines of the QP the next event is for, while the current one runs.
     void prefetch_next() noexcept;
     /// The QP slots from which on prefetch_next() pays: below, every QP's state stays in cache.
@@ -668,7 +677,7 @@ private:
 
     // The rings hold a power of two of entries, at least the queue's capacity, so the slot of request i is
     // a mask, not a division (the capacity checks use caps).
-    std::size_t sq_slot(std::uint64_t i) const noexcept { return static_cast<std::size_t>(i & (sq_.size() - 1)); }
+    std::size_t sq_slot(std::uint64_t i) const noexcept { return static_cast<std::size_t>(i & sq_mask_); }
     std::size_t rq_slot(std::uint64_t i) const noexcept { return static_cast<std::size_t>(i & (rq_.size() - 1)); }
     std::span<const LocalSegment> sq_sges(std::uint64_t i) const noexcept {
         return {&sq_sge_[sq_slot(i) * max_sge_], sq_[sq_slot(i)].num_sge};
@@ -802,6 +811,7 @@ private:
     bool nak_sent_ = false;  ///< responder: a NAK is outstanding, out-of-sequence messages are dropped silently
     std::uint32_t remote_qpn_ = 0;
     bool told_peer_ = false;  ///< disconnect() has sent its notice
+    std::uint32_t sq_mask_ = 0;  ///< sq_.size() - 1: the slot of request i is i & sq_mask_
     std::uint32_t max_sge_ = 1;
     std::uint32_t timer_gen_ = 0;
     std::uint64_t timer_due_ = 0;     ///< its time

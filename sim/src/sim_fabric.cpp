@@ -62,6 +62,7 @@ FabricState::FabricState(Params p, std::uint64_t fabric_id)
     rates.duplicate = params.duplicate;
     rates.delay = params.delay;
     rates.delay_ns = params.delay_ns;
+    rates.update();
     if (!params.trace_path.empty()) start_trace(1u << 20);
 }
 
@@ -322,6 +323,7 @@ void FabricState::handle_overruns() noexcept {
 }
 
 void FabricState::port_down(std::uint32_t node, std::uint64_t until) {
+    nodes_touched = true;
     if (port_down_until.size() <= node) {
         port_down_until.resize(node + 1, 0);
         port_outages.resize(node + 1, 0);
@@ -349,6 +351,25 @@ void FabricState::port_up(std::uint32_t node) {
     if (node_domains[node]) node_domains[node]->push_event({EventType::port_active, 0, 0, "port up"});
 }
 
+bool FabricState::held_by_nodes(Event& e, const SimQp& qp) noexcept {
+    const std::uint32_t node = qp.domain().node();
+    if (node < crashed.size() && crashed[node]) return true;  // a crashed node does nothing
+    if (e.kind == EventKind::deliver || e.kind == EventKind::ack || e.kind == EventKind::disconnect) {
+        if (!cuts.empty() || !crashed.empty() || !port_down_until.empty()) {
+            if (!link_up(e.from_node, node, e.time)) {
+                ++stats.dropped;
+                return true;
+            }
+        }
+        if (e.kind != EventKind::ack && node < stalled_until.size() && stalled_until[node] > e.time) {
+            e.time = stalled_until[node];  // the stalled responder takes it up later, in arrival order
+            schedule(e);
+            return true;
+        }
+    }
+    return false;
+}
+
 bool FabricState::step() {
     if (events_.empty()) return false;
     Event e = events_.pop();
@@ -367,21 +388,7 @@ bool FabricState::step() {
     }
     SimQp* qp = find_qp(e.qpn);
     if (!qp || qp->drop_if_stale(e)) return true;  // a destroyed QP's packets and timers, a cancelled timer: no time passes
-    const std::uint32_t node = qp->domain().node();
-    if (node < crashed.size() && crashed[node]) return true;  // a crashed node does nothing
-    if (e.kind == EventKind::deliver || e.kind == EventKind::ack || e.kind == EventKind::disconnect) {
-        if (!cuts.empty() || !crashed.empty() || !port_down_until.empty()) {
-            if (!link_up(e.from_node, node, e.time)) {
-                ++stats.dropped;
-                return true;
-            }
-        }
-        if (e.kind != EventKind::ack && node < stalled_until.size() && stalled_until[node] > e.time) {
-            e.time = stalled_until[node];  // the stalled responder takes it up later, in arrival order
-            schedule(e);
-            return true;
-        }
-    }
+    if (nodes_touched && held_by_nodes(e, *qp)) [[unlikely]] return true;
     now = std::max(now, e.time);
     ++events_run;
     switch (e.kind) {
@@ -570,6 +577,7 @@ void Fabric::set_faults(const Faults& f) {
     state_->rates.duplicate = f.duplicate;
     state_->rates.delay = f.delay;
     state_->rates.delay_ns = static_cast<std::uint64_t>(std::max<std::int64_t>(1, f.max_delay.count()));
+    state_->rates.update();
 }
 
 Fabric::Faults Fabric::faults() const {
@@ -582,6 +590,7 @@ void Fabric::cut(const Domain& a, const Domain& b, std::chrono::nanoseconds dura
     const auto na = node_of(a), nb = node_of(b);
     std::lock_guard lock(state_->mu);
     state_->cuts.push_back({na, nb, until(state_->now, duration)});
+    state_->nodes_touched = true;
 }
 
 void Fabric::heal(const Domain& a, const Domain& b) {
@@ -597,6 +606,7 @@ void Fabric::crash(const Domain& node) {
     std::lock_guard lock(state_->mu);
     if (state_->crashed.size() <= n) state_->crashed.resize(n + 1, 0);
     state_->crashed[n] = 1;
+    state_->nodes_touched = true;
 }
 
 void Fabric::port_down(const Domain& node, std::chrono::nanoseconds duration) {
@@ -617,6 +627,7 @@ void Fabric::stall(const Domain& node, std::chrono::nanoseconds duration) {
     const auto n = node_of(node);
     std::lock_guard lock(state_->mu);
     if (state_->stalled_until.size() <= n) state_->stalled_until.resize(n + 1, 0);
+    state_->nodes_touched = true;
     state_->stalled_until[n] = until(state_->now, duration);
 }
 

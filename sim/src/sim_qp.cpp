@@ -29,6 +29,7 @@ SimQp::SimQp(std::shared_ptr<SimDomain> domain, const weft::detail::QpSetup& set
       fabric_(*domain_->fabric()),
       sq_(std::bit_ceil(std::max<std::size_t>(setup.options.max_send, 1))),
       sq_sge_(sq_.size() * setup.options.max_sge),
+      sq_mask_(static_cast<std::uint32_t>(sq_.size() - 1)),
       max_sge_(setup.options.max_sge),
       send_cq_(std::static_pointer_cast<SimCq>(setup.send_cq)),
       recv_cq_(std::static_pointer_cast<SimCq>(setup.recv_cq)),
