@@ -33,14 +33,28 @@ std::string hex(std::uint64_t v) {
     return "0x" + out;
 }
 
+// The errors of the slice() functions, out of their bodies: a slice in range then saves and restores
+// no more registers than it needs.
+[[noreturn, gnu::noinline, gnu::cold]] void outside_region(std::uint64_t offset, std::uint64_t length,
+                                                          std::uint64_t size, const char* where) {
+    throw Error(Errc::invalid_argument,
+                "range [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                    ") is outside the region of " + std::to_string(size) + " bytes",
+                {}, where);
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void bad_local_slice(bool empty, std::uint64_t length) {
+    if (empty) throw Error(Errc::invalid_state, "the region is empty (moved from)", {}, "MemoryRegion::slice");
+    throw Error(Errc::invalid_argument,
+                "a segment is at most 4294967295 bytes; split " + std::to_string(length) + " bytes", {},
+                "MemoryRegion::slice");
+}
+
 }  // namespace
 
 RemoteRegion RemoteRegion::slice(std::uint64_t offset, std::uint64_t length) const {
-    if (offset > length_ || length > length_ - offset) {
-        throw Error(Errc::invalid_argument,
-                    "range [" + std::to_string(offset) + ", +" + std::to_string(length) +
-                        ") is outside the region of " + std::to_string(length_) + " bytes",
-                    {}, "RemoteRegion::slice");
+    if (offset > length_ || length > length_ - offset) [[unlikely]] {
+        outside_region(offset, length, length_, "RemoteRegion::slice");
     }
     return {addr_ + offset, length, rkey_, backend_};
 }
@@ -108,18 +122,11 @@ MemoryRegion::MemoryRegion(std::unique_ptr<detail::MrImpl> impl) noexcept : impl
 }
 
 LocalSegment MemoryRegion::slice(std::size_t offset, std::size_t length) const {
-    if (!impl_) throw Error(Errc::invalid_state, "the region is empty (moved from)", {}, "MemoryRegion::slice");
-    if (offset > size_ || length > size_ - offset) {
-        throw Error(Errc::invalid_argument,
-                    "range [" + std::to_string(offset) + ", +" + std::to_string(length) +
-                        ") is outside the region of " + std::to_string(size_) + " bytes",
-                    {}, "MemoryRegion::slice");
+    if (!impl_) [[unlikely]] bad_local_slice(true, length);
+    if (offset > size_ || length > size_ - offset) [[unlikely]] {
+        outside_region(offset, length, size_, "MemoryRegion::slice");
     }
-    if (length > std::numeric_limits<std::uint32_t>::max()) {
-        throw Error(Errc::invalid_argument,
-                    "a segment is at most 4294967295 bytes; split " + std::to_string(length) + " bytes", {},
-                    "MemoryRegion::slice");
-    }
+    if (length > std::numeric_limits<std::uint32_t>::max()) [[unlikely]] bad_local_slice(false, length);
     LocalSegment s = whole_;
     s.addr += offset;
     s.length = static_cast<std::uint32_t>(length);
