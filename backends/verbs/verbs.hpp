@@ -202,6 +202,16 @@ struct WorkQueue : detail::SlotRing<std::uint32_t, detail::RingSync::shared> {
     std::uint32_t free_slots(std::uint32_t head) const noexcept {
         return SlotRing::free_slots(capacity.load(std::memory_order_relaxed), head);
     }
+    // Poster side: the position posting may reach, retired + capacity as last read (read by the poster only).
+    // The posts test a batch against it alone, one load, and read the poller's cursor and the capacity again
+    // (refresh_limit) only when it says no: slots below it were retired when it was read, and capacity never
+    // shrinks (0 until the QP may post, then the queue's), so a stale limit only refuses too early.
+    std::uint32_t limit = 0;
+    // Whether `n` more requests fit after `head` (n > 0), against the limit read again now.
+    bool refresh_limit(std::uint32_t head, std::size_t n) noexcept {
+        limit = head + free_slots(head);
+        return n - 1 < static_cast<std::uint32_t>(limit - head);
+    }
     // The slot of position `pos` in ids and tails.
     std::size_t at(std::uint32_t pos) const noexcept { return slot(pos, ring_mask); }
 };
@@ -478,7 +488,9 @@ private:
     [[gnu::noinline]] PostStatus post_send_general(std::span<const SendRequest> batch) noexcept;
     // post_send of several requests (or none).
     [[gnu::noinline]] PostStatus post_batch(std::span<const SendRequest> batch) noexcept;
-    // post_send of one request: the common one built with less set-up than a batch needs.
+    // post_send of one request: the common one built with less set-up than a batch needs. WithImm: the
+    // builder that writes imm_data, which post_one<false> hands a request it refuses.
+    template <bool WithImm>
     [[gnu::noinline]] PostStatus post_one(const SendRequest& r) noexcept;
     // Why a batch of `n` requests does not fit: the QP takes none yet, the batch is empty, or the queue is full.
     [[gnu::noinline]] PostStatus post_send_refused(std::size_t n) const noexcept;

@@ -199,15 +199,18 @@ template <bool WithImm, class PutSlot>
 }  // namespace
 
 PostStatus VerbsQp::post_send(std::span<const SendRequest> batch) noexcept {
-    return batch.size() == 1 ? post_one(batch[0]) : post_batch(batch);
+    return batch.size() == 1 ? post_one<false>(batch[0]) : post_batch(batch);
 }
 
 PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     const std::size_t n = batch.size();
     // One comparison refuses an empty batch, one that does not fit, and any before the QP is connected (the
-    // send queue's capacity is 0 until then); post_send_refused tells them apart.
+    // send queue's capacity is 0 until then), against the limit the poster keeps; only then is the limit read
+    // again, and post_send_refused tells the three apart.
     const std::uint32_t head = sq_.head();
-    if (n - 1 >= sq_.free_slots(head)) [[unlikely]] return post_send_refused(n);
+    if (n - 1 >= static_cast<std::uint32_t>(sq_.limit - head)) [[unlikely]] {
+        if (!sq_.refresh_limit(head, n)) return post_send_refused(n);
+    }
     // Common requests are checked and built here; a batch with any other goes to post_send_general, which
     // checks every request exactly. Nothing is posted before the whole batch is checked, and what was built
     // so far is simply built again. Every entry already has num_sge 1, sg_list at its own segment and its
@@ -270,18 +273,23 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     return PostStatus::ok();
 }
 
+template <bool WithImm>
 PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
     const std::uint32_t head = sq_.head();
-    if (sq_.free_slots(head) == 0) [[unlikely]] return post_send_refused(1);
+    if (head == sq_.limit) [[unlikely]] {
+        if (!sq_.refresh_limit(head, 1)) return post_send_refused(1);
+    }
     // Built in one_wr_, whose next, sg_list and num_sge never change: nothing to cut and restore around the
     // provider call.
     const auto put_slot = [&](std::uint64_t id, std::uint32_t tail) noexcept {
         sq_.ids[sq_.at(head)] = id;
         sq_.tails[sq_.at(head)] = tail;
     };
-    if (!build_common<true>(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, one_sge_, put_slot))
+    // A request with immediate data goes to the copy that writes it, any other the builders refuse to the
+    // general path.
+    if (!build_common<WithImm>(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, one_sge_, put_slot))
         [[unlikely]] {
-        return post_send_general(std::span(&r, 1));
+        return WithImm ? post_send_general(std::span(&r, 1)) : post_one<true>(r);
     }
     sq_.publish(head + 1);
     // The provider stops at the first request it refuses: here the only one, so none was posted, and where it
@@ -394,8 +402,11 @@ PostStatus VerbsQp::post_recv_fast(std::span<const RecvRequest> batch) noexcept 
     const std::size_t n = batch.size();
     const std::uint32_t head = rq_.head();
     // One comparison refuses an empty batch, one that does not fit, and any on a QP of a shared receive queue
-    // (whose own queue has capacity 0); post_recv_refused tells them apart.
-    if (n - 1 >= rq_.free_slots(head)) [[unlikely]] return post_recv_refused(n);
+    // (whose own queue has capacity 0), against the limit the poster keeps; only then is the limit read
+    // again, and post_recv_refused tells the three apart.
+    if (n - 1 >= static_cast<std::uint32_t>(rq_.limit - head)) [[unlikely]] {
+        if (!rq_.refresh_limit(head, n)) return post_recv_refused(n);
+    }
     // The state before the post, for help_recv_flush.
     [[maybe_unused]] const QpState before = HelpFlush ? state_.load(std::memory_order_relaxed) : QpState::rts;
     // As in post_batch: the slots in one run, or two when they pass the end of the ring; wr_id counts up from

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -78,6 +79,43 @@ BOOST_AUTO_TEST_CASE(a_signaled_completion_retires_the_unsignaled_before_it) {
         BOOST_REQUIRE_EQUAL(got.size(), 1u);
         BOOST_TEST(got[0].id == round * 1000 + depth - 1);
     }
+}
+
+BOOST_AUTO_TEST_CASE(a_queue_filled_by_batches_of_any_size_takes_exactly_its_depth_each_round) {
+    // The poster keeps the position it may post up to and reads the poller's again only when that refuses: a
+    // queue emptied by a poll must take its whole depth again, alone or in batches, and nothing beyond it.
+    for (std::uint32_t round = 0; round < 6; ++round) {
+        std::uint32_t posted = 0;
+        while (posted < depth) {
+            const std::uint32_t k = std::min(1 + (posted + round) % 3, depth - posted);
+            std::vector<weft::SendRequest> batch(k, weft::write(posted, seg, dst));
+            BOOST_REQUIRE(k == 1 ? s.qp.post_send({batch[0]}) : s.qp.post_send(batch));
+            posted += k;
+        }
+        BOOST_TEST((s.qp.post_send({weft::write(9, seg, dst)}).code() == weft::PostStatus::Code::queue_full));
+        BOOST_TEST((s.qp.post_send({weft::write(9, seg, dst), weft::write(9, seg, dst)}).code() ==
+                    weft::PostStatus::Code::queue_full));
+        BOOST_TEST(drain().size() == depth);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_full_receive_queue_takes_as_many_receives_as_the_completions_polled_retired) {
+    // As many as each poll retired fit at once, and one more does not.
+    std::vector<weft::RecvRequest> fill(depth, weft::recv(1, seg));
+    BOOST_REQUIRE(s.qp.post_recv(fill));
+    std::array<weft::Completion, 3> wc{};
+    for (int round = 0; round < 2 * static_cast<int>(depth); ++round) {
+        BOOST_TEST((s.qp.post_recv({weft::recv(2, seg)}).code() == weft::PostStatus::Code::queue_full));
+        fake::deliver(p.qp, 1 + static_cast<std::uint32_t>(round % 3), 16);
+        const std::size_t freed = s.cq.poll(std::span(wc.data(), 3)).size();
+        BOOST_REQUIRE_EQUAL(freed, static_cast<std::size_t>(1 + round % 3));
+        std::vector<weft::RecvRequest> more(freed + 1, weft::recv(3, seg));
+        BOOST_TEST((s.qp.post_recv(more).code() == weft::PostStatus::Code::queue_full));
+        more.pop_back();
+        BOOST_REQUIRE(s.qp.post_recv(more));
+    }
+    fake::deliver(p.qp, depth, 16);
+    BOOST_TEST(drain().size() == depth);
 }
 
 BOOST_AUTO_TEST_CASE(batches_that_straddle_the_end_of_the_ring_complete_in_order) {
