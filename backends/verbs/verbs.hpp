@@ -91,23 +91,26 @@ struct OpInfo {
 static_assert(sizeof(OpInfo) == 4);
 using OpTable = std::array<OpInfo, 256>;
 
-// A QP's view of OpInfo for its fast posting path: one load tells the opcode to hand the provider, the slot's
-// completion word and whether the request must go the general way.
+// A QP's view of OpInfo for its fast posting path: one load tells the slot's completion word and whether the
+// request must go the general way (the opcode handed to the provider comes with the flags, from a table).
+// A request is tested with one word: its opcode | flags << 8 | remote_backend << 16, and a byte of padding
+// above them. A QP keeps two tables of them, by opcode: one for the builder that writes no immediate data,
+// where a *_with_imm opcode is refused like one that is not plain, and one for the builder that writes it.
 struct FastOp {
-    // Bits 16 and 17 of the word a request is tested with: its flags | remote_backend << 8, not_plain always
-    // set, with_imm set by the builder that has no room for immediate data.
-    static constexpr std::uint32_t with_imm = 1u << 16;   // in reject: a *_with_imm opcode (imm_data to write)
-    static constexpr std::uint32_t not_plain = 1u << 17;  // in reject: every request goes the general way
-    std::uint8_t wr_opcode = 0;
-    std::uint8_t unused = 0;
-    std::uint16_t tail = 0;  // a WorkQueue slot's tail (a send-queue success: the opcode in bits 15..8)
-    // Bits of that word that send a request to the general path (flags that need a look, a remote region
-    // of another backend), not_plain for an opcode that is not plain here, and with_imm for one whose
-    // imm_data the provider reads: a request is common when the word and-ed with reject is 0.
+    std::uint16_t with_imm = 0;  // 1: imm_data goes to the provider (a *_with_imm opcode, the second table)
+    std::uint16_t tail = 0;      // a WorkQueue slot's tail (a send-queue success: the opcode in bits 15..8)
+    // Bits of the word that send a request to the general path: flags that need a look or mean nothing, a
+    // remote region of another backend (never the opcode's bits, nor the padding's); every bit for an
+    // opcode that goes there whatever its flags. A request is common when the word and-ed with reject is 0,
+    // and its flags are then below 16. (Every bit catches every opcode: the one that is 0, send, is plain on
+    // every device, as Capabilities::supports says.)
     std::uint32_t reject = 0xffffffff;
 };
 static_assert(sizeof(FastOp) == 8);
-using FastOpTable = std::array<FastOp, 256>;
+struct FastOpTable {
+    std::array<FastOp, 256> without_imm;
+    std::array<FastOp, 256> with_imm;
+};
 
 // The opened device and the port, GID and limits chosen at open. Every object made from a domain holds
 // a shared_ptr to it, so the context and PD outlive the last MR, CQ and QP.

@@ -59,13 +59,30 @@ constexpr auto send_flag_table = [] {
     return t;
 }();
 
-// The same as the upper half of the 8-byte word ibv_send_wr's opcode and send_flags make: the fast paths
-// write both with one store, the opcode in the lower half.
+// The 8-byte word ibv_send_wr's opcode and send_flags make, for a request's opcode | flags << 8 with flags
+// below 16 (as every request the fast paths take has): they write both with one load and one store. The
+// opcodes are verbs' own for every device (index_opcodes); which of them a device takes is FastOp's business.
 static_assert(offsetof(ibv_send_wr, send_flags) == offsetof(ibv_send_wr, opcode) + 4 &&
               sizeof(ibv_send_wr::opcode) == 4 && sizeof(ibv_send_wr::send_flags) == 4);
-constexpr auto send_flag_words = [] {
-    std::array<std::uint64_t, 256> t{};
-    for (unsigned f = 0; f < t.size(); ++f) t[f] = std::uint64_t{to_send_flags(f)} << 32;
+constexpr ibv_wr_opcode to_wr_opcode(Opcode op) noexcept {
+    switch (op) {
+        case Opcode::send: return IBV_WR_SEND;
+        case Opcode::send_with_imm: return IBV_WR_SEND_WITH_IMM;
+        case Opcode::write: return IBV_WR_RDMA_WRITE;
+        case Opcode::write_with_imm: return IBV_WR_RDMA_WRITE_WITH_IMM;
+        case Opcode::read: return IBV_WR_RDMA_READ;
+        case Opcode::fetch_add: return IBV_WR_ATOMIC_FETCH_AND_ADD;
+        case Opcode::compare_swap: return IBV_WR_ATOMIC_CMP_AND_SWP;
+        default: return IBV_WR_SEND;  // not a request opcode: FastOp refuses it
+    }
+}
+constexpr std::size_t send_word_count = 16 * 256;
+constexpr auto send_words = [] {
+    std::array<std::uint64_t, send_word_count> t{};
+    for (unsigned i = 0; i < t.size(); ++i) {
+        t[i] = static_cast<std::uint32_t>(to_wr_opcode(static_cast<Opcode>(i & 0xff))) |
+               std::uint64_t{to_send_flags(i >> 8)} << 32;
+    }
     return t;
 }();
 inline void put_opcode_and_flags(ibv_send_wr& wr, std::uint64_t word) noexcept {
@@ -128,16 +145,20 @@ inline std::uint32_t rkey_high(const SendRequest& r) noexcept {
     }
 }
 
-// A request's flags (bits 7..0) and remote_backend (bits 15..8), read as one 16-bit word.
-static_assert(offsetof(SendRequest, remote_backend) == offsetof(SendRequest, flags) + 1 &&
-              sizeof(SendFlags) == 1 && sizeof(BackendKind) == 1);
-inline std::uint32_t flags_and_backend(const SendRequest& r) noexcept {
+// A request's opcode (bits 7..0), flags (15..8) and remote_backend (23..16), read as one word with the byte
+// of padding after them in bits 31..24 (which FastOp::reject masks).
+static_assert(offsetof(SendRequest, flags) == offsetof(SendRequest, opcode) + 1 &&
+              offsetof(SendRequest, remote_backend) == offsetof(SendRequest, opcode) + 2 &&
+              sizeof(Opcode) == 1 && sizeof(SendFlags) == 1 && sizeof(BackendKind) == 1 &&
+              offsetof(SendRequest, opcode) + 4 <= sizeof(SendRequest));
+inline std::uint32_t op_word(const SendRequest& r) noexcept {
     if constexpr (std::endian::native == std::endian::little) {
-        std::uint16_t word = 0;
-        std::memcpy(&word, &r.flags, sizeof word);
+        std::uint32_t word = 0;
+        std::memcpy(&word, &r.opcode, sizeof word);
         return word;
     } else {
-        return static_cast<std::uint32_t>(r.flags) | static_cast<std::uint32_t>(r.remote_backend) << 8;
+        return static_cast<std::uint32_t>(r.opcode) | static_cast<std::uint32_t>(r.flags) << 8 |
+               static_cast<std::uint32_t>(r.remote_backend) << 16;
     }
 }
 
@@ -179,16 +200,17 @@ template <bool WithImm, class PutSlot>
 [[gnu::always_inline]] inline bool build_common(const SendRequest& r, const FastOp* ops, std::uint32_t max_length,
                                                 std::uint64_t wr_id, ibv_send_wr& wr, ibv_sge& sge,
                                                 PutSlot put_slot) noexcept {
-    const FastOp& op = ops[static_cast<std::uint8_t>(r.opcode)];
+    const std::uint32_t word = op_word(r);
+    const FastOp& op = ops[word & 0xff];
     // Not one segment in `sge` with a 32-bit key: any bit set here. Or-ed, so that one branch tests the three.
     const std::uint64_t shape =
         std::uint64_t{r.num_sge ^ 1u} | rkey_high(r) | reinterpret_cast<std::uintptr_t>(r.sg_list);
-    const std::uint32_t word = flags_and_backend(r) | FastOp::not_plain | (WithImm ? 0u : FastOp::with_imm);
     if (((word & op.reject) | shape) != 0 || r.sge.length > max_length) [[unlikely]] return false;
     wr.wr_id = wr_id;
-    put_opcode_and_flags(wr, op.wr_opcode | send_flag_words[static_cast<std::uint8_t>(r.flags)]);
+    // (reject holds the flags that mean nothing: they are below 16 here, and word's low half is an index.)
+    put_opcode_and_flags(wr, send_words[static_cast<std::uint16_t>(word)]);
     if constexpr (WithImm) {
-        if ((op.reject & FastOp::with_imm) != 0) wr.imm_data = htonl(r.imm);  // read only for these opcodes
+        if (op.with_imm != 0) wr.imm_data = htonl(r.imm);  // read only for these opcodes
     }
     copy_remote(r, wr);
     copy_segment(r.sge, sge);
@@ -224,7 +246,7 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
     const std::uint32_t first = head & sq_.ring_mask;
     const std::size_t to_end = sq_.ring_mask + 1 - first;
     const std::uint32_t max_length = max_single_length_;
-    const FastOp* const ops = send_ops_.data();
+    const FastOpTable& ops = send_ops_;
     WrSlot<ibv_send_wr>* const wrs = send_wrs_.get();
     WrSlot<ibv_send_wr>* wr = wrs;
     std::uint64_t wr_id = sq_.tag | head;
@@ -241,13 +263,16 @@ PostStatus VerbsQp::post_batch(std::span<const SendRequest> batch) noexcept {
                 ids[wr_id - run_first] = id;
                 tails[wr_id - run_first] = tail;
             };
-            if (!build_common<false>(*r, ops, max_length, wr_id, wr->wr, wr->sge, put_slot)) [[unlikely]] {
+            if (!build_common<false>(*r, ops.without_imm.data(), max_length, wr_id, wr->wr, wr->sge, put_slot))
+                [[unlikely]] {
                 // A request with immediate data (or one for the general path): the rest of the run is built
                 // by the builder that writes imm_data, from this request on. (The empty asm says that memory
                 // may have changed: the request is read again there, and the test above keeps nothing.)
                 asm volatile("" ::: "memory");
                 for (; r != run_end; ++r, ++wr, ++wr_id) {
-                    if (!build_common<true>(*r, ops, max_length, wr_id, wr->wr, wr->sge, put_slot)) return false;
+                    if (!build_common<true>(*r, ops.with_imm.data(), max_length, wr_id, wr->wr, wr->sge, put_slot)) {
+                        return false;
+                    }
                 }
                 return true;
             }
@@ -287,7 +312,8 @@ PostStatus VerbsQp::post_one(const SendRequest& r) noexcept {
     };
     // A request with immediate data goes to the copy that writes it, any other the builders refuse to the
     // general path.
-    if (!build_common<WithImm>(r, send_ops_.data(), max_single_length_, sq_.tag | head, one_wr_, one_sge_, put_slot))
+    const FastOp* const ops = WithImm ? send_ops_.with_imm.data() : send_ops_.without_imm.data();
+    if (!build_common<WithImm>(r, ops, max_single_length_, sq_.tag | head, one_wr_, one_sge_, put_slot))
         [[unlikely]] {
         return WithImm ? post_send_general(std::span(&r, 1)) : post_one<true>(r);
     }

@@ -174,18 +174,19 @@ void VerbsQp::init_data_path(const ibv_qp_cap& granted) {
     max_single_length_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(dc.max_msg_size, 0xffffffffu));
     // Flags that need a closer look: inline data (its length against max_inline), those the device lacks and
     // the bits that mean nothing (the general path drops them); and a remote region that is neither verbs'
-    // nor unset (0), in bits 15..8.
+    // nor unset (0), in bits 15..8 (then shifted above the opcode's byte, as FastOp tests them).
     auto checked = static_cast<std::uint32_t>(SendFlags::inline_data) | 0xf0u;
     if (!dc.has(Feature::fence)) checked |= static_cast<std::uint32_t>(SendFlags::fence);
     if (!dc.has(Feature::solicited)) checked |= static_cast<std::uint32_t>(SendFlags::solicited);
     checked |= (0xffu & ~static_cast<std::uint32_t>(BackendKind::verbs)) << 8;
-    for (std::size_t op = 0; op < send_ops_.size(); ++op) {
+    if (!device_->ops[0].plain) errors.fail(Errc::internal, "send (opcode 0) not plain: FastOp needs it", "create_qp");
+    for (std::size_t op = 0; op < send_ops_.with_imm.size(); ++op) {
         const OpInfo& info = device_->ops[op];
-        FastOp& f = send_ops_[op];
-        f.wr_opcode = info.wr_opcode;
         const bool imm = info.wr_opcode == IBV_WR_SEND_WITH_IMM || info.wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-        f.reject = !info.plain ? 0xffffffffu : imm ? checked | FastOp::with_imm : checked;
-        f.tail = static_cast<std::uint16_t>(static_cast<unsigned>(info.completion) << 8);
+        const auto tail = static_cast<std::uint16_t>(static_cast<unsigned>(info.completion) << 8);
+        const std::uint32_t reject = info.plain ? checked << 8 : 0xffffffffu;
+        send_ops_.with_imm[op] = FastOp{static_cast<std::uint16_t>(info.plain && imm), tail, reject};
+        send_ops_.without_imm[op] = FastOp{0, tail, imm ? 0xffffffffu : reject};
     }
     recv_flush_help_ = device_->rxe;
     rq_.capacity.store(caps.max_recv, std::memory_order_relaxed);  // the QP is in init: receives may come
