@@ -355,7 +355,9 @@ private:
     int (*poll_cq_)(ibv_cq*, int, ibv_wc*) = nullptr;
     std::span<Completion> out_;  // the poll under way's output, for took()
     QueueTable queues_;
-    std::array<ibv_wc, poll_batch> wc_;  // what the provider writes into; only the poller touches it
+    // What the provider writes into (only the poller touches it), and one entry more: translate() marks the
+    // end of what the provider wrote there with a completion of no queue, which ends every run.
+    std::array<ibv_wc, poll_batch + 1> wc_;
     // The work queue the last completion belonged to, kept from one poll to the next while the table's
     // epoch stays the same (no queue was detached): its wr_id bits 63..32, or 0.
     std::uint64_t last_epoch_ = 0;

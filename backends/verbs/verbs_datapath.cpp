@@ -765,6 +765,9 @@ inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) no
     };
     const ibv_wc* w = wc_.data();
     const ibv_wc* const end = w + got;
+    // After the last: a completion whose wr_id bits 63..32 and status are 0, which no queue's key is
+    // (generation 0 is never issued): the runs below stop there without a test of their own for the end.
+    std::memset(reinterpret_cast<unsigned char*>(&wc_[got]) + 4, 0, 8);
     while (w != end) {
         // The fast loops below take runs of successes of the current queue; anything else comes here first.
         if (const std::uint64_t ks = key_and_status(*w); ks != key) [[unlikely]] {
@@ -807,7 +810,7 @@ inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) no
                     ++c;
                 }
                 ++w;
-            } while (w != end && key_and_status(*w) == key);
+            } while (key_and_status(*w) == key);
         } else {
             do {
                 if (take(*w, at)) [[likely]] {
@@ -825,7 +828,7 @@ inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) no
                     ++c;
                 }
                 ++w;
-            } while (w != end && key_and_status(*w) == key);
+            } while (key_and_status(*w) == key);
         }
     }
     if (key != 0) publish();
