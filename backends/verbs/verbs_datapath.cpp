@@ -704,6 +704,16 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
     std::memcpy(bytes + 24, &tail, 8);
 }
 
+// Writes a success completion whose last two words are given as one: id; byte_len | imm << 32; then
+// qp_num | vendor_err << 32 and status | opcode << 8 | has_imm << 16.
+using PairOfWords = std::uint64_t __attribute__((vector_size(16)));
+inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, PairOfWords last) noexcept {
+    auto* bytes = reinterpret_cast<unsigned char*>(c);
+    std::memcpy(bytes, &id, 8);
+    std::memcpy(bytes + 8, &lengths, 8);
+    std::memcpy(bytes + 16, &last, 16);
+}
+
 // Rewrites the second and fourth words of a completion put() wrote: byte_len | imm << 32; status (0) |
 // opcode << 8 | has_imm << 16.
 inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) noexcept {
@@ -812,6 +822,9 @@ inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) no
                 ++w;
             } while (key_and_status(*w) == key);
         } else {
+            // A plain receive's last two words are the queue's: its QP's number and vendor_err (0), and the
+            // tail of recv; one 16-byte store writes both.
+            const PairOfWords last_words = {qp_num, WorkQueue::tail_of(Opcode::recv)};
             do {
                 if (take(*w, at)) [[likely]] {
                     // Immediate data belongs to receive completions (rxe also flags the requester's
@@ -819,7 +832,7 @@ inline void put_imm(Completion* c, std::uint64_t lengths, std::uint64_t tail) no
                     // write_with_imm that consumed the receive is the opcode after it. Such a write always
                     // carries immediate data, so a receive without is a plain one: one branch for it, which
                     // rewrites the two words of a plain receive's completion that differ.
-                    put(c, ids[at], w->byte_len, qp_num, WorkQueue::tail_of(Opcode::recv));
+                    put(c, ids[at], w->byte_len, last_words);
                     if ((w->wc_flags & IBV_WC_WITH_IMM) != 0) [[unlikely]] {
                         std::uint64_t tail = WorkQueue::tail_of(Opcode::recv) | 1u << 16;
                         if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) tail += 1u << 8;
