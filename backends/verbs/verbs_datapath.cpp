@@ -52,6 +52,9 @@ constexpr unsigned to_send_flags(unsigned f) noexcept {
     return out;
 }
 
+// Two 8-byte words that move as one (a 16-byte load or store).
+using PairOfWords = std::uint64_t __attribute__((vector_size(16)));
+
 // ibv_send_flags for every SendFlags byte; the bits above the four flags mean nothing and are dropped.
 constexpr auto send_flag_table = [] {
     std::array<std::uint8_t, 256> t{};
@@ -444,6 +447,11 @@ PostStatus VerbsQp::post_recv_fast(std::span<const RecvRequest> batch) noexcept 
     WrSlot<ibv_recv_wr>* wr = wrs;
     std::uint64_t wr_id = rq_.tag | head;
     const RecvRequest* r = batch.data();
+    // A receive's id and sg_list are read as one pair of words: the id goes to its slot, and the sg_list of
+    // every receive is or-ed into `lists`, tested once for the batch (a batch with one goes the general way,
+    // which builds it again; nothing built here is seen before the publish below).
+    static_assert(offsetof(RecvRequest, id) == 0 && offsetof(RecvRequest, sg_list) == 8);
+    PairOfWords lists = {0, 0};
     // (Counted in receives, not run to an end pointer: the unrolled loop then finds its remainder as
     // count % 4, where from two pointers it divides by the request's size.)
     const auto build_run = [&](const std::size_t count, std::uint32_t at) noexcept {
@@ -451,14 +459,18 @@ PostStatus VerbsQp::post_recv_fast(std::span<const RecvRequest> batch) noexcept 
         // Unrolled by four: four receives share one step of each cursor.
 #pragma GCC unroll 4
         for (std::size_t i = 0; i != count; ++r, ++i, ++wr, ++wr_id) {
-            if (r->sg_list != nullptr || r->num_sge != 1) [[unlikely]] return false;
+            if (r->num_sge != 1) [[unlikely]] return false;
+            PairOfWords id_and_list;
+            std::memcpy(&id_and_list, r, sizeof id_and_list);
+            lists |= id_and_list;
             copy_segment(r->sge, wr->sge);
             wr->wr.wr_id = wr_id;
-            ids[i] = r->id;
+            ids[i] = id_and_list[0];
         }
         return true;
     };
-    if (!(n <= to_end ? build_run(n, first) : build_run(to_end, first) && build_run(n - to_end, 0))) [[unlikely]] {
+    if (!(n <= to_end ? build_run(n, first) : build_run(to_end, first) && build_run(n - to_end, 0)) ||
+        lists[1] != 0) [[unlikely]] {
         return post_recv_general(batch);
     }
     rq_.publish(static_cast<std::uint32_t>(wr_id));
@@ -706,7 +718,6 @@ inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, std::uin
 
 // Writes a success completion whose last two words are given as one: id; byte_len | imm << 32; then
 // qp_num | vendor_err << 32 and status | opcode << 8 | has_imm << 16.
-using PairOfWords = std::uint64_t __attribute__((vector_size(16)));
 inline void put(Completion* c, std::uint64_t id, std::uint64_t lengths, PairOfWords last) noexcept {
     auto* bytes = reinterpret_cast<unsigned char*>(c);
     std::memcpy(bytes, &id, 8);

@@ -462,6 +462,31 @@ BOOST_FIXTURE_TEST_CASE(requests_with_immediate_data_hand_the_provider_their_val
     BOOST_TEST(seen_sends.size() == 5u);  // nothing of them reached the provider
 }
 
+BOOST_FIXTURE_TEST_CASE(a_receive_whose_one_segment_is_a_list_posts_the_list_s_segment, RecordingFixture) {
+    // sg_list set with num_sge 1 (a list of one a program made itself): the fast path, which reads `sge`,
+    // must not take it, wherever it sits in the batch.
+    const weft::LocalSegment listed{0x4000, 24, 41, nullptr};
+    const weft::LocalSegment own{0x8000, 64, 31, nullptr};
+    weft::RecvRequest from_list = weft::recv(71, own);
+    from_list.sg_list = &listed;
+    for (std::size_t at = 0; at < 5; ++at) {
+        std::vector<weft::RecvRequest> batch(5, weft::recv(70, own));
+        batch[at] = from_list;
+        seen_recvs.clear();
+        BOOST_REQUIRE(s.qp.post_recv(batch));
+        BOOST_REQUIRE_EQUAL(seen_recvs.size(), 5u);
+        for (std::size_t i = 0; i < 5; ++i) {
+            BOOST_REQUIRE_EQUAL(seen_recvs[i].sges.size(), 1u);
+            BOOST_TEST(same(seen_recvs[i].sges[0], i == at ? listed : own));
+        }
+        fake::deliver(p.qp, 5, 8);
+        std::array<weft::Completion, 16> wc{};
+        const auto got = s.cq.poll(wc);
+        BOOST_REQUIRE_EQUAL(got.size(), 5u);
+        for (std::size_t i = 0; i < 5; ++i) BOOST_TEST(got[i].id == (i == at ? 71u : 70u));
+    }
+}
+
 BOOST_FIXTURE_TEST_CASE(a_scatter_receive_reaches_the_provider_whole_and_later_receives_keep_one_segment,
                         RecordingFixture) {
     const std::array<weft::LocalSegment, 3> three{weft::LocalSegment{0x1000, 16, 11, nullptr},
