@@ -396,15 +396,22 @@ void OfiQp::progress_own() noexcept {
             break;
         }
         int tries = 0;
-        while (s.ops_posted < s.ops_total) {
-            // Counted before the provider sees it: its completion may be read on another thread at once.
-            const bool ordered = fence_orders(s.kind[s.ops_posted]);
+        // Once its last operation is handed over, the slot's completion may be read on another thread at
+        // once, and the slot retired and filled with the next request: nothing of it is read or written after
+        // that. So the count of operations handed over is moved before each provider call (and back if the
+        // provider refuses it), and the loop runs on copies.
+        std::uint8_t k = s.ops_posted;
+        std::uint8_t total = s.ops_total;
+        while (k < total) {
+            const bool ordered = fence_orders(s.kind[k]);
             if (ordered) r.ordered_out.fetch_add(1, std::memory_order_relaxed);
-            long ret = issue(s, s.ops_posted);
+            s.ops_posted = static_cast<std::uint8_t>(k + 1);
+            long ret = issue(s, k);
             if (ret == 0) {
-                ++s.ops_posted;
+                ++k;
                 continue;
             }
+            s.ops_posted = k;  // not handed over: no completion comes for it, the slot stays this thread's
             if (ordered) r.ordered_out.fetch_sub(1, std::memory_order_release);
             if (ret == -FI_EAGAIN && ++tries < eagain_retries) {
                 progress_own();
@@ -412,11 +419,13 @@ void OfiQp::progress_own() noexcept {
             }
             if (ret == -FI_EAGAIN) break;
             // The provider refused the operation: the request completes with the reason, the QP goes to error.
+            const std::uint64_t seq = s.seq;
             abandon(s, map_error(profile_, static_cast<int>(-ret), 0), static_cast<std::uint32_t>(-ret));
-            enter_error(r, s.seq);
+            enter_error(r, seq);
+            total = k;  // what abandon() left of it is in flight or done
             break;
         }
-        if (s.ops_posted < s.ops_total) {
+        if (k < total) {
             complete = false;
             break;
         }

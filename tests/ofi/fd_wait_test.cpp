@@ -2,7 +2,10 @@
 // timeout of their own and no other poll: the way an event loop built on epoll waits. The sender posts a
 // send right after connect(), before the connection is established, so the QP holds it back until the
 // handshake is done; whatever the QP still needs then (the handshake driven, the send handed over, the
-// provider progressed) must happen while both programs sleep, and make their descriptors fire.
+// provider progressed) must happen while both programs sleep, and make their descriptors fire. The sender's
+// send queue has one slot: as soon as the first send completes it posts a second into the same slot, which
+// the service thread handed over a moment ago (the second must reach the receiver too; it did not when the
+// thread still wrote to the slot after the provider had taken its request, see OfiQp::post_range_inline).
 //
 //   weft-ofi-fd-wait CONFIG [srq | one-process]
 //
@@ -36,6 +39,7 @@ namespace {
 
 constexpr int silence_ms = 60'000;
 constexpr char message[] = "sent during the handshake";
+constexpr char second_message[] = "sent into the same slot after";
 
 void write_all(int fd, const void* p, std::size_t n) {
     const auto* b = static_cast<const char*>(p);
@@ -83,12 +87,12 @@ int run_side(bool sender, int in, int out, const std::string& config, bool use_s
         weft::CompletionQueue& cq = shared ? own_recv_cq : own_send_cq;
         weft::SharedReceiveQueue srq;
         if (shared) srq = dom.create_srq({.max_recv = 4});
-        weft::QpOptions options{.send_cq = send_cq, .recv_cq = cq};
+        weft::QpOptions options{.send_cq = send_cq, .recv_cq = cq, .max_send = 1};
         if (shared) options.srq = srq;
         auto qp = dom.create_qp(options);
         std::vector<std::byte> buf(4096);
         auto mr = dom.register_memory(buf, weft::all_access);
-        const weft::RecvRequest r[1] = {weft::recv(1, mr.slice(0, 64))};
+        const weft::RecvRequest r[2] = {weft::recv(1, mr.slice(0, 64)), weft::recv(2, mr.slice(64, 64))};
         if (!sender && !(shared ? srq.post_recv(r) : qp.post_recv(r))) throw std::runtime_error("receive refused");
         const auto ours = qp.address();
         const auto size = static_cast<std::uint32_t>(ours.size());
@@ -104,17 +108,30 @@ int run_side(bool sender, int in, int out, const std::string& config, bool use_s
             std::memcpy(buf.data(), message, sizeof message);
             if (!qp.post_send({weft::send(7, mr.slice(0, sizeof message))})) throw std::runtime_error("send refused");
         }
-        const weft::Completion c = wait_on_fd(cq, side);
-        const std::uint64_t want = sender ? 7 : 1;
-        if (c.id != want || !c.ok() || (shared && c.qp_num != qp.qp_num())) {
-            std::fprintf(stderr, "%s: completion id %llu (expected %llu), status %s\n", side,
-                         static_cast<unsigned long long>(c.id), static_cast<unsigned long long>(want),
-                         std::string(weft::to_string(c.status)).c_str());
-            return 1;
-        }
-        if (!sender && (c.byte_len != sizeof message || std::memcmp(buf.data(), message, sizeof message) != 0)) {
-            std::fprintf(stderr, "receiver: %u bytes arrived, not the %zu sent\n", c.byte_len, sizeof message);
-            return 1;
+        weft::Completion c{};
+        for (int n = 0; n < 2; ++n) {
+            c = wait_on_fd(cq, side);
+            const std::uint64_t want = sender ? 7 + static_cast<std::uint64_t>(n) : 1 + static_cast<std::uint64_t>(n);
+            if (c.id != want || !c.ok() || (shared && c.qp_num != qp.qp_num())) {
+                std::fprintf(stderr, "%s: completion id %llu (expected %llu), status %s\n", side,
+                             static_cast<unsigned long long>(c.id), static_cast<unsigned long long>(want),
+                             std::string(weft::to_string(c.status)).c_str());
+                return 1;
+            }
+            const char* sent = n == 0 ? message : second_message;
+            const std::size_t len = n == 0 ? sizeof message : sizeof second_message;
+            if (!sender && (c.byte_len != len || std::memcmp(buf.data() + 64 * n, sent, len) != 0)) {
+                std::fprintf(stderr, "receiver: %u bytes arrived as message %d, not the %zu sent\n", c.byte_len,
+                             n + 1, len);
+                return 1;
+            }
+            if (sender && n == 0) {
+                // The queue's one slot is free again: the second send takes it at once.
+                std::memcpy(buf.data() + 64, second_message, sizeof second_message);
+                if (!qp.post_send({weft::send(8, mr.slice(64, sizeof second_message))})) {
+                    throw std::runtime_error("second send refused");
+                }
+            }
         }
         // Neither side destroys its QP before the other has its completion.
         char done = 1;
