@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace weft::sim::detail {
@@ -211,11 +212,45 @@ public:
     void stage_if_due() noexcept {
         if (stage_keys_ != 0) stage_sources();
     }
-    /// Declared after the fabric lock in an API call: stages what must be as the call returns, on every path.
+    /// Declared after the fabric lock in an API call: stages what must be as the call returns, on every path,
+    /// and starts a new source epoch (the program may now change its memory).
     struct ReturnToProgram {
         FabricState& fabric;
-        ~ReturnToProgram() { fabric.stage_if_due(); }
+        ~ReturnToProgram() {
+            fabric.stage_if_due();
+            if (fabric.params.check_sources) fabric.program_may_run();
+        }
     };
+
+    /// check_sources: source epochs. A source's bytes read in one epoch still hold in any later moment of it,
+    /// so a send or write whose packets were all read in the epoch its acknowledgement arrives in needs its
+    /// source read no more (SimQp::fold_source). An epoch ends as control returns to the program, and when the
+    /// fabric stores into memory that overlaps a source read in it (stored()). A store of a second thread made
+    /// while another is inside a call has no place among epochs, so once a second thread has called into the
+    /// fabric every source is read again at its acknowledgement, as without epochs.
+    std::uint64_t source_epoch() const noexcept { return several_threads_ ? 0 : source_epoch_; }
+    void program_may_run() noexcept {
+        const std::thread::id self = std::this_thread::get_id();
+        if (self != last_caller_) {
+            several_threads_ |= last_caller_ != std::thread::id();
+            last_caller_ = self;
+        }
+        new_source_epoch();
+    }
+    void new_source_epoch() noexcept {
+        ++source_epoch_;
+        read_lo_ = UINT64_MAX;
+        read_hi_ = 0;
+    }
+    /// A source range read in this epoch.
+    void source_read(std::uint64_t addr, std::uint64_t n) noexcept {
+        read_lo_ = std::min(read_lo_, addr);
+        read_hi_ = std::max(read_hi_, addr + n);
+    }
+    /// The fabric stores into [addr, addr + n) of a program's memory.
+    void stored(std::uint64_t addr, std::uint64_t n) noexcept {
+        if (addr < read_hi_ && addr + n > read_lo_) new_source_epoch();
+    }
     struct StageKey {
         std::uint64_t due = 0;  ///< when the QP's next packet to stage leaves
         std::uint32_t qpn = 0;
@@ -407,6 +442,13 @@ private:
     std::vector<std::vector<StageKey>> stage_heaps_;  // node -> min-heap of staging keys by `due`
     std::size_t stage_keys_ = 0;                      // keys in all heaps, stale ones included
 
+    // Source epochs (source_epoch()): the current one, the bounds of the sources read in it, the thread of
+    // the last call, and whether calls came from more than one thread.
+    std::uint64_t source_epoch_ = 1;
+    std::uint64_t read_lo_ = UINT64_MAX, read_hi_ = 0;
+    std::thread::id last_caller_;
+    bool several_threads_ = false;
+
     std::vector<std::uint64_t> program_clock_;  // node -> when its program's last call took effect
     std::unique_ptr<Chooser> chooser_;          // schedule=: the choice points, shared by both generators
     Rng program_rng_;                           // program delays: a stream apart from the fabric's choices
@@ -587,6 +629,9 @@ struct SqOperands {
     std::uint64_t swap = 0;         ///< compare_swap
     std::uint64_t perm_key = 0;     ///< a transmission whose packets are torn: their order
     std::uint32_t imm = 0;          ///< an opcode that consumes a receive
+    /// check_sources, a source read by fold_source: the source epoch in which all its bytes were read and
+    /// matched the digest at post (0: none yet).
+    std::uint64_t source_clean = 0;
 };
 
 struct RqEntry {
@@ -722,8 +767,19 @@ private:
     void flush_recv() noexcept;
     void emit_send(std::uint64_t i, WcStatus status) noexcept;
     void report_source_changed(std::uint64_t i);
-    /// Compares the source of send-queue entry `i` with its digest at post (check_sources).
+    /// Compares the source of send-queue entry `i` with its digest at post (check_sources), unless its
+    /// packets' reads showed it unchanged in the current source epoch.
     void check_source(std::uint64_t i) noexcept;
+    /// Whether the reads of entry `e`'s source are folded into a digest as they happen (check_sources, one
+    /// source segment, several packets).
+    bool folds(const SqEntry& e) const noexcept;
+    /// Packet `k` (leaving order) of transmission `base` of entry `msn` reads its `n` bytes at `offset` of
+    /// the source: folded into the digest of the transmission's reads while every read falls in one source
+    /// epoch; after the last packet, a digest equal to the one at post marks the source clean in that epoch.
+    /// Given `to` (not overlapping the source), a folded packet is copied there in the same pass; returns
+    /// whether it was (else the caller copies it).
+    bool fold_source(std::uint64_t msn, std::uint64_t base, std::uint32_t k, std::uint64_t offset,
+                     std::uint32_t n, std::byte* to) noexcept;
     void emit_recv(std::uint64_t i, WcStatus status, Opcode op, std::uint32_t byte_len, bool has_imm,
                    std::uint32_t imm) noexcept;
     void send_ack(std::uint32_t requester, std::uint64_t msn, WcStatus status, std::uint64_t response_bytes) noexcept;
@@ -901,6 +957,16 @@ private:
     std::vector<Staged> staged_;
     std::vector<std::byte> stage_bytes_;
     std::uint64_t bytes_head_ = 0, bytes_tail_ = 0;
+
+    // The digest of the source reads of one transmission (fold_source): the lanes' sums of words (a) and of
+    // words times their block's index in the message (c); `epoch` 0 when no fold is under way.
+    struct Fold {
+        std::uint64_t msn = 0;
+        std::uint64_t base = 0;
+        std::uint64_t epoch = 0;
+        std::uint32_t next = 0;  ///< the packet expected next
+        std::uint64_t a[8]{}, c[8]{};
+    } fold_;
 
     QpOptions options_;
     std::uint32_t max_inline_ = 0;

@@ -98,11 +98,12 @@ std::uint32_t permute(std::uint32_t k, std::uint32_t n, std::uint64_t key) noexc
 
 // The eight lanes of running sums of digest() over `blocks` 64-byte blocks from `p`: lane k adds word k of
 // each block (a += word; b += a). Vector additions of a `Lanes` at a time; the sums are the same for any width.
+// With `copy`, the blocks are stored at `to` as they are read (a packet's copy and its digest in one pass).
 using Lanes2 = std::uint64_t __attribute__((vector_size(16)));
 using Lanes4 = std::uint64_t __attribute__((vector_size(32)));
-template <class Lanes>
-[[gnu::always_inline]] inline void sum_blocks(const unsigned char* p, std::size_t blocks, std::uint64_t* a,
-                                              std::uint64_t* b) noexcept {
+template <class Lanes, bool copy>
+[[gnu::always_inline]] inline void sum_blocks(const unsigned char* p, unsigned char* to, std::size_t blocks,
+                                              std::uint64_t* a, std::uint64_t* b) noexcept {
     constexpr std::size_t vectors = 64 / sizeof(Lanes);
     Lanes va[vectors], vb[vectors];
     std::memcpy(va, a, 64);
@@ -112,9 +113,11 @@ template <class Lanes>
         for (std::size_t j = 0; j < vectors; ++j) {
             Lanes w;
             std::memcpy(&w, p + j * sizeof(Lanes), sizeof(Lanes));
+            if constexpr (copy) std::memcpy(to + j * sizeof(Lanes), &w, sizeof(Lanes));
             va[j] += w;
             vb[j] += va[j];
         }
+        if constexpr (copy) to += 64;
     }
     std::memcpy(a, va, 64);
     std::memcpy(b, vb, 64);
@@ -123,20 +126,31 @@ template <class Lanes>
 // SSE2 (every x86-64 has it; other targets split the vectors), and AVX2 where the CPU has it: half the
 // instructions per block, so a large source digests at nearer the speed its bytes load.
 void sum_blocks_base(const unsigned char* p, std::size_t blocks, std::uint64_t* a, std::uint64_t* b) noexcept {
-    sum_blocks<Lanes2>(p, blocks, a, b);
+    sum_blocks<Lanes2, false>(p, nullptr, blocks, a, b);
+}
+void copy_sum_blocks_base(const unsigned char* p, unsigned char* to, std::size_t blocks, std::uint64_t* a,
+                          std::uint64_t* b) noexcept {
+    sum_blocks<Lanes2, true>(p, to, blocks, a, b);
 }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 [[gnu::target("avx2")]] void sum_blocks_avx2(const unsigned char* p, std::size_t blocks, std::uint64_t* a,
                                              std::uint64_t* b) noexcept {
-    sum_blocks<Lanes4>(p, blocks, a, b);
+    sum_blocks<Lanes4, false>(p, nullptr, blocks, a, b);
+}
+[[gnu::target("avx2")]] void copy_sum_blocks_avx2(const unsigned char* p, unsigned char* to, std::size_t blocks,
+                                                  std::uint64_t* a, std::uint64_t* b) noexcept {
+    sum_blocks<Lanes4, true>(p, to, blocks, a, b);
 }
 // Chosen when the library loads; the CPU detection may not have run yet then, so it is asked for first.
-const auto sum_blocks_best = [] {
+const bool has_avx2 = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") ? &sum_blocks_avx2 : &sum_blocks_base;
+    return __builtin_cpu_supports("avx2") != 0;
 }();
+const auto sum_blocks_best = has_avx2 ? &sum_blocks_avx2 : &sum_blocks_base;
+const auto copy_sum_blocks_best = has_avx2 ? &copy_sum_blocks_avx2 : &copy_sum_blocks_base;
 #else
 const auto sum_blocks_best = &sum_blocks_base;
+const auto copy_sum_blocks_best = &copy_sum_blocks_base;
 #endif
 
 // A fast digest of the bytes a gather list names, to notice a source buffer changed while its request was
@@ -165,6 +179,15 @@ inline std::uint64_t chain_tail(std::uint64_t tail, const unsigned char* p, std:
 constexpr std::uint64_t digest_start = 0x243f6a8885a308d3ull;
 
 std::uint64_t digest_blocks(std::span<const LocalSegment> segs) noexcept;
+
+// The end of digest(): the chain's value and the lanes' two sums, mixed.
+inline std::uint64_t mix_lanes(std::uint64_t h, const std::uint64_t* a, const std::uint64_t* b) noexcept {
+    for (std::size_t k = 0; k < 8; ++k) {
+        h = (h ^ a[k]) * 0x94d049bb133111ebull;
+        h = (h ^ b[k] ^ (h >> 31)) * 0x9e3779b97f4a7c15ull;
+    }
+    return h ^ (h >> 29);
+}
 
 // The digest of a gather list; a single segment of up to 8 bytes (the common small send or write) is one
 // load and the chain's two mixing steps inline, the same value chain_tail gives.
@@ -208,12 +231,7 @@ std::uint64_t digest_blocks(std::span<const LocalSegment> segs) noexcept {
         }
         tail = chain_tail(tail, p, i, n);
     }
-    std::uint64_t h = tail;
-    for (std::size_t k = 0; blocks && k < 8; ++k) {
-        h = (h ^ a[k]) * 0x94d049bb133111ebull;
-        h = (h ^ b[k] ^ (h >> 31)) * 0x9e3779b97f4a7c15ull;
-    }
-    return h ^ (h >> 29);
+    return blocks ? mix_lanes(tail, a, b) : tail ^ (tail >> 29);
 }
 
 bool carries_payload(Opcode op) noexcept { return op != Opcode::read && !is_atomic(op); }
@@ -611,10 +629,63 @@ void SimQp::complete_in_order() noexcept {
 
 void SimQp::check_source(std::uint64_t i) noexcept {
     const SqEntry& w = sq_at(i);
-    if (fabric_.params.check_sources && carries_payload(w.opcode) && !has(w.flags, SendFlags::inline_data) &&
-        check_gather(i) == segments_fine && digest(sq_sges(i)) != w.digest) {
-        report_source_changed(i);
+    if (!fabric_.params.check_sources || !carries_payload(w.opcode) || has(w.flags, SendFlags::inline_data) ||
+        check_gather(i) != segments_fine) {
+        return;
     }
+    // Read in this source epoch and found as at post: the source still holds those bytes.
+    if (folds(w) && operands_at(i).source_clean != 0 && operands_at(i).source_clean == fabric_.source_epoch()) return;
+    if (digest(sq_sges(i)) != w.digest) report_source_changed(i);
+}
+
+bool SimQp::folds(const SqEntry& e) const noexcept {
+    return fabric_.params.check_sources && e.num_sge == 1 && e.length > fabric_.params.mtu &&
+           carries_payload(e.opcode) && !has(e.flags, SendFlags::inline_data);
+}
+
+bool SimQp::fold_source(std::uint64_t msn, std::uint64_t base, std::uint32_t k, std::uint64_t offset,
+                        std::uint32_t n, std::byte* to) noexcept {
+    // Packets are read in leaving order, each once, message after message: one fold at a time per QP.
+    const std::uint64_t epoch = fabric_.source_epoch();
+    const LocalSegment& src = sq_sges(msn)[0];
+    if (k == 0) {
+        operands_at(msn).source_clean = 0;
+        if (epoch == 0) return false;
+        fold_.msn = msn;
+        fold_.base = base;
+        fold_.epoch = epoch;
+        fold_.next = 0;
+        std::fill(fold_.a, fold_.a + 8, 0);
+        std::fill(fold_.c, fold_.c + 8, 0);
+        fabric_.source_read(src.addr, src.length);
+    } else if (fold_.epoch != epoch || fold_.next != k || fold_.msn != msn || fold_.base != base) {
+        fold_.epoch = 0;  // a read in another epoch, or one this fold missed: the acknowledgement reads again
+        return false;
+    }
+    // The packet's whole blocks (an mtu is a multiple of 64 bytes, so its packets start on a block): their
+    // sums, and those of the words times their block's index in the message, are added to the lanes'.
+    const auto* p = reinterpret_cast<const unsigned char*>(src.addr);
+    const std::uint64_t first = offset / 64, blocks = n / 64;
+    std::uint64_t a[8]{}, b[8]{};
+    if (to) {
+        copy_sum_blocks_best(p + offset, reinterpret_cast<unsigned char*>(to), blocks, a, b);
+        if (n % 64) std::memcpy(to + blocks * 64, p + offset + blocks * 64, n % 64);
+    } else {
+        sum_blocks_best(p + offset, blocks, a, b);
+    }
+    for (std::size_t l = 0; l < 8; ++l) {
+        fold_.a[l] += a[l];
+        fold_.c[l] += (first + blocks) * a[l] - b[l];  // sum over j of (first + j) * word j
+    }
+    if (++fold_.next < fabric_.packets(src.length)) return to != nullptr;
+    // The last read: digest() of the source as read (lane b is the sum of words times the blocks from theirs
+    // to the end). No store since the first read touched the source, so its tail still holds what was read.
+    fold_.epoch = 0;
+    const std::uint64_t total = src.length / 64;
+    for (std::size_t l = 0; l < 8; ++l) b[l] = total * fold_.a[l] - fold_.c[l];
+    const std::uint64_t h = mix_lanes(chain_tail(digest_start, p, total * 64, src.length), fold_.a, b);
+    if (h == sq_at(msn).digest) operands_at(msn).source_clean = epoch;
+    return to != nullptr;
 }
 
 void SimQp::report_source_changed(std::uint64_t i) {
@@ -988,7 +1059,10 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
             send_ack(q->qp_num, msn, WcStatus::remote_operation, 0);
             return false;
         }
+        // Read from the source now: folded into the digest of its reads before anything is stored.
+        if (!staged_bytes && q->folds(w)) (void)q->fold_source(msn, inbound_.base, k, offset, static_cast<std::uint32_t>(n), nullptr);
         copy_range(staged_bytes ? std::span<const LocalSegment>(&from_staging, 1) : src, dst, offset, n);
+        for (const LocalSegment& d : dst) fabric_.stored(d.addr, d.length);
         if (staged) q->pop_staged();
         trace_place(p, offset, n);
         return true;
@@ -1009,7 +1083,16 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         send_ack(q->qp_num, msn, WcStatus::remote_access, 0);
         return false;
     }
-    if (staged_bytes) {
+    // Read from the source now: folded into the digest of its reads and stored in the same pass (or, when
+    // source and target overlap, folded before the store).
+    const std::uint64_t into = w.remote_addr + offset;
+    if (!staged_bytes && q->folds(w) &&
+        q->fold_source(msn, inbound_.base, k, offset, static_cast<std::uint32_t>(n),
+                       into + n <= src[0].addr + offset || src[0].addr + offset + n <= into
+                           ? reinterpret_cast<std::byte*>(into)
+                           : nullptr)) {
+        // fold_source stored it.
+    } else if (staged_bytes) {
         move_bytes(reinterpret_cast<void*>(w.remote_addr + offset), staged_bytes, n);
         if (staged) q->pop_staged();
     } else if (src.size() == 1) {
@@ -1019,6 +1102,7 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         const LocalSegment dst = contiguous(w.remote_addr, w.length);
         copy_range(src, {&dst, 1}, offset, n);
     }
+    fabric_.stored(w.remote_addr + offset, n);
     trace_place(p, offset, n);
     return true;
 }
@@ -1174,10 +1258,14 @@ void SimQp::execute_response(SimQp& q, std::uint64_t msn) noexcept {
     if (w.opcode == Opcode::fetch_add) value = old + o.compare_add;
     else if (old == o.compare_add) value = o.swap;
     std::memcpy(reinterpret_cast<void*>(w.remote_addr), &value, 8);
+    fabric_.stored(w.remote_addr, 8);
     // The result lands as the response leaves (a shortcut of the model), unless the requester crashed: a
     // crashed node takes nothing in (a read or atomic it asked for can execute after its crash: deferred,
     // or held up by a stall).
-    if (!fabric_.node_crashed(q.domain_->node())) std::memcpy(reinterpret_cast<void*>(dst[0].addr), &old, 8);
+    if (!fabric_.node_crashed(q.domain_->node())) {
+        std::memcpy(reinterpret_cast<void*>(dst[0].addr), &old, 8);
+        fabric_.stored(dst[0].addr, 8);
+    }
     send_ack(q.qp_num, msn, WcStatus::success, 8);
 }
 
@@ -1226,7 +1314,10 @@ bool SimQp::respond_packet() noexcept {
         return false;
     }
     const LocalSegment from = contiguous(w.remote_addr, w.length);
-    if (!fabric_.node_crashed(q->domain_->node())) copy_range({&from, 1}, dst, offset, n);  // as for atomics
+    if (!fabric_.node_crashed(q->domain_->node())) {
+        copy_range({&from, 1}, dst, offset, n);  // as for atomics
+        for (const LocalSegment& d : dst) fabric_.stored(d.addr, d.length);
+    }
     if (++response_.next == response_.packets) {
         // The last packet left: the response arrives one latency after the whole of it was sent.
         response_.active = false;
@@ -1315,6 +1406,9 @@ std::uint64_t SimQp::stage_until(std::uint64_t t) noexcept {
         }
         const auto src = sq_sges(i);
         const std::uint64_t key = perm_key(i);
+        // The program runs after this: a fold that cannot read its last packet here (before the program
+        // runs) never completes, so none is started or continued.
+        const bool fold = folds(e) && e.tx_start + fabric_.wire_ns(std::uint64_t{packets - 1} * mtu) < t;
         for (; stage_k_ < packets; ++stage_k_) {
             const std::uint64_t leaves = stage_k_ == 0 ? e.tx_start : e.tx_start + fabric_.wire_ns(std::uint64_t{stage_k_} * mtu);
             if (leaves >= t) break;
@@ -1336,7 +1430,9 @@ std::uint64_t SimQp::stage_until(std::uint64_t t) noexcept {
             }
             std::uint64_t at = 0;
             std::byte* to = reserve_staging(n, at);
-            if (src.size() == 1) {
+            if (fold && fold_source(i, base, stage_k_, offset, n, to)) {
+                // fold_source stored it.
+            } else if (src.size() == 1) {
                 const auto* from = reinterpret_cast<const std::byte*>(src[0].addr + offset);
                 if (n == 8) std::memcpy(to, from, 8);  // the common small write, without a call
                 else std::memcpy(to, from, n);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 
 using namespace weft;
@@ -161,6 +162,56 @@ BOOST_AUTO_TEST_CASE(a_change_anywhere_in_a_source_of_any_length_is_reported) {
             BOOST_TEST(Fabric::of(a.dom).misuse().size() == ++reports, "length " << len << ", swapped words");
         }
     }
+}
+
+// A large source is digested as its packets are read, and not read again at the acknowledgement when
+// nothing can have changed it since. 100 Gb/s, 1000 ns of latency: the last packet of a write lands at
+// 1000 ns plus 0.08 ns a byte (6243 ns for 64 KiB), its acknowledgement 1000 ns later.
+BOOST_AUTO_TEST_CASE(a_source_changed_after_its_packets_landed_and_before_the_ack_is_reported) {
+    const std::string cfg = "sim:fabric=srclate,reorder=none,latency_ns=1000,gbps=100,mtu=4096";
+    Node a(cfg), b(cfg);
+    link(a, b);
+    auto fab = Fabric::of(a.dom);
+    for (const std::size_t len : {std::size_t{65536}, std::size_t{4096 + 13}}) {
+        BOOST_TEST_CONTEXT("length " << len) {
+            fab.clear_misuse();
+            for (std::size_t k = 0; k < len; ++k) a.buf[k] = std::byte(k * 13 + len);
+            BOOST_REQUIRE(a.qp.post_send({write(1, a.mr.slice(0, len), b.mr.remote().slice(0, len))}));
+            const auto landed = std::chrono::nanoseconds(1000 + len * 8 / 100 + 200);
+            fab.run_for(landed);  // every packet has landed, the ack has not
+            BOOST_REQUIRE(std::equal(a.buf.begin(), a.buf.begin() + static_cast<std::ptrdiff_t>(len), b.buf.begin()));
+            a.buf[len - 1] ^= std::byte{0x20};
+            BOOST_TEST(next(a.cq).ok());
+            BOOST_TEST(fab.misuse().size() == 1u);
+            // Unchanged: nothing to report.
+            BOOST_REQUIRE(a.qp.post_send({write(2, a.mr.slice(0, len), b.mr.remote().slice(0, len))}));
+            fab.run_for(landed);
+            BOOST_TEST(next(a.cq).ok());
+            BOOST_TEST(fab.misuse().size() == 1u);
+        }
+    }
+}
+
+// The fabric's own stores count too: a peer's write landing in a source after its packets were read, while
+// the fabric runs on in one call, before the acknowledgement.
+BOOST_AUTO_TEST_CASE(a_source_overwritten_by_a_peer_after_its_packets_landed_is_reported) {
+    const std::string cfg = "sim:fabric=srcpeer,reorder=none,latency_ns=1000,gbps=100,mtu=4096";
+    Node a(cfg), b(cfg);
+    link(a, b);
+    auto fab = Fabric::of(a.dom);
+    b.set_word(300000, 0x1234);
+    BOOST_REQUIRE(a.qp.post_send({write(1, a.mr.slice(0, 65536), b.mr.remote().slice(0, 65536))}));
+    // b's link first carries 68 KiB elsewhere (5571 ns), so its 8-byte write lands in a's source at about
+    // 6572 ns: after the last packet of a's write (6243 ns), before its acknowledgement (7243 ns).
+    BOOST_REQUIRE(b.qp.post_send({write(2, b.mr.slice(0, 69632), a.mr.remote().slice(200000, 69632)).unsignaled(),
+                                  write(3, b.mr.slice(300000, 8), a.mr.remote().slice(100, 8))}));
+    fab.run_until_idle();
+    BOOST_TEST(a.word(100) == 0x1234u);
+    BOOST_TEST(next(a.cq).ok());
+    BOOST_TEST(next(b.cq).ok());
+    const auto log = fab.misuse();
+    BOOST_REQUIRE(log.size() == 1u);
+    BOOST_TEST(log[0].find("source buffer of send request id=1 (write, 65536 bytes)") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(an_inline_source_may_change_at_once) {
