@@ -196,11 +196,25 @@ public:
     template <class Done>
     std::size_t run(Done done, std::uint64_t deadline, std::size_t budget) {
         std::size_t n = 0;
+        run_deadline_ = deadline;
         while (n < budget && !done() && !events_.empty() && next_event_time() <= deadline) {
+            run_spare_ = budget - n - 1;
             step();
-            ++n;
+            n = budget - run_spare_;  // this event and those run_inline() let it run
         }
+        run_spare_ = 0;
         return n;
+    }
+    /// Whether the event being run may go on, as if it were the next event, at time `t`: nothing else is
+    /// due by then, and run() would have run one more event at `t` (its deadline, its budget). Then it
+    /// counts as an event and the clock moves to `t`. A handler whose next step would come to the same
+    /// (its follow-up event at `t` ahead of any other) saves the event (SimQp::on_place).
+    bool run_inline(std::uint64_t t) noexcept {
+        if (run_spare_ == 0 || t > run_deadline_ || (!events_.empty() && events_.top().time <= t)) return false;
+        --run_spare_;
+        ++events_run;
+        now = std::max(now, t);
+        return true;
     }
 
     /// Sources read at transmission: a send or write packet takes its bytes from the source as it leaves.
@@ -417,6 +431,8 @@ private:
 
     EventQueue<Event> events_;
     std::uint64_t seq_ = 0;
+    std::uint64_t run_deadline_ = 0;  // run(): its deadline, and how many more events its budget allows
+    std::size_t run_spare_ = 0;
     // A QP and where its send queue lives, in one half line: an event's QP and send-queue entry are asked
     // for after one look at the table.
     struct alignas(32) QpSlot {
@@ -810,6 +826,8 @@ private:
     }
     /// Places whatever of the inbound message is left and completes it.
     void finish_inbound() noexcept;
+    /// Places the next packet of the inbound message as it lands (or loses it); true when more are to come.
+    bool place_next() noexcept;
     // Staging (sources read at transmission). Packet k of a message leaves k-th, at tx_start + wire_ns(k *
     // mtu); with torn placement it carries the bytes of offset permute(k) * mtu, and lands k-th.
     /// Whether send-queue entry `e`'s packets are read from the program's source (not inline, not empty).

@@ -928,6 +928,18 @@ void SimQp::schedule_place() noexcept {
 
 void SimQp::on_place(const Event& e) noexcept {
     if (!inbound_.active || e.generation != inbound_.gen) return;
+    // The packets that land before anything else happens are placed in this one event, each at its time,
+    // as their own events would have placed them.
+    while (place_next()) {
+        const std::uint64_t end = std::min<std::uint64_t>(inbound_.length, std::uint64_t{inbound_.placed + 1} * fabric_.params.mtu);
+        if (!fabric_.run_inline(std::max(fabric_.now, inbound_.base + fabric_.wire_ns(end)))) {
+            schedule_place();
+            return;
+        }
+    }
+}
+
+bool SimQp::place_next() noexcept {
     const bool lost = (fabric_.rates.drop > 0 && fabric_.rng.chance(fabric_.rates.drop)) ||
                       ((!fabric_.cuts.empty() || !fabric_.crashed.empty()) &&
                        !fabric_.link_up(inbound_.from_node, domain_->node(), fabric_.now));
@@ -942,11 +954,12 @@ void SimQp::on_place(const Event& e) noexcept {
             nak_sent_ = true;
             send_ack(inbound_.requester, expected_msn_, sequence_nak, 0);
         }
-        return;
+        return false;
     }
-    if (!place_packet(inbound_.placed)) return;
-    if (inbound_.placed == inbound_.packets) finish_inbound();
-    else schedule_place();
+    if (!place_packet(inbound_.placed)) return false;
+    if (inbound_.placed < inbound_.packets) return true;
+    finish_inbound();
+    return false;
 }
 
 WcStatus SimQp::begin_message(SimQp& q, std::uint64_t msn) noexcept {
