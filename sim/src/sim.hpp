@@ -195,14 +195,15 @@ public:
     /// `budget` events ran. Returns the number of events run.
     template <class Done>
     std::size_t run(Done done, std::uint64_t deadline, std::size_t budget) {
-        std::size_t n = 0;
+        // run_left_ counts down this call's events, those run_inline() lets an event run included.
         run_deadline_ = deadline;
-        while (n < budget && !done() && !events_.empty() && next_event_time() <= deadline) {
-            run_spare_ = budget - n - 1;
+        run_left_ = budget;
+        while (run_left_ != 0 && !done() && !events_.empty() && next_event_time() <= deadline) {
+            --run_left_;
             step();
-            n = budget - run_spare_;  // this event and those run_inline() let it run
         }
-        run_spare_ = 0;
+        const std::size_t n = budget - run_left_;
+        run_left_ = 0;
         return n;
     }
     /// Whether the event being run may go on, as if it were the next event, at time `t`: nothing else is
@@ -210,8 +211,8 @@ public:
     /// counts as an event and the clock moves to `t`. A handler whose next step would come to the same
     /// (its follow-up event at `t` ahead of any other) saves the event (SimQp::on_place).
     bool run_inline(std::uint64_t t) noexcept {
-        if (run_spare_ == 0 || t > run_deadline_ || (!events_.empty() && events_.top().time <= t)) return false;
-        --run_spare_;
+        if (run_left_ == 0 || t > run_deadline_ || (!events_.empty() && events_.top().time <= t)) return false;
+        --run_left_;
         ++events_run;
         now = std::max(now, t);
         return true;
@@ -432,7 +433,7 @@ private:
     EventQueue<Event> events_;
     std::uint64_t seq_ = 0;
     std::uint64_t run_deadline_ = 0;  // run(): its deadline, and how many more events its budget allows
-    std::size_t run_spare_ = 0;
+    std::size_t run_left_ = 0;
     // A QP and where its send queue lives, in one half line: an event's QP and send-queue entry are asked
     // for after one look at the table.
     struct alignas(32) QpSlot {
@@ -787,15 +788,18 @@ private:
     /// packets' reads showed it unchanged in the current source epoch.
     void check_source(std::uint64_t i) noexcept;
     /// Whether the reads of entry `e`'s source are folded into a digest as they happen (check_sources, one
-    /// source segment, several packets).
-    bool folds(const SqEntry& e) const noexcept;
+    /// source segment, several packets; not inline).
+    bool folds(const SqEntry& e) const noexcept {
+        return e.length > fabric_.params.mtu && e.num_sge == 1 && fabric_.params.check_sources &&
+               e.opcode != Opcode::read && !is_atomic(e.opcode) && !has(e.flags, SendFlags::inline_data);
+    }
     /// Packet `k` (leaving order) of transmission `base` of entry `msn` reads its `n` bytes at `offset` of
     /// the source: folded into the digest of the transmission's reads while every read falls in one source
     /// epoch; after the last packet, a digest equal to the one at post marks the source clean in that epoch.
     /// Given `to` (not overlapping the source), a folded packet is copied there in the same pass; returns
     /// whether it was (else the caller copies it).
-    bool fold_source(std::uint64_t msn, std::uint64_t base, std::uint32_t k, std::uint64_t offset,
-                     std::uint32_t n, std::byte* to) noexcept;
+    [[gnu::noinline]] bool fold_source(std::uint64_t msn, std::uint64_t base, std::uint32_t k, std::uint64_t offset,
+                                       std::uint32_t n, std::byte* to) noexcept;
     void emit_recv(std::uint64_t i, WcStatus status, Opcode op, std::uint32_t byte_len, bool has_imm,
                    std::uint32_t imm) noexcept;
     void send_ack(std::uint32_t requester, std::uint64_t msn, WcStatus status, std::uint64_t response_bytes) noexcept;
@@ -818,6 +822,10 @@ private:
     }
     /// Places packet `k` (in arrival order) of the inbound message; false when it failed (already handled).
     bool place_packet(std::uint32_t k) noexcept;
+    /// place_packet's end for a write from one source segment whose reads are folded (requester `q`):
+    /// packet `k`, the `p`-th of the message, its `n` bytes at `offset`.
+    [[gnu::noinline]] bool place_folded(SimQp& q, std::uint32_t k, std::uint32_t p, std::uint64_t offset,
+                                        std::uint32_t n) noexcept;
     // True while this QP, as requester, still holds message `msn` outstanding: not completed, not flushed.
     // A responder reads a requester's send-queue entry only then. A request flushed by the requester's
     // error never takes effect, and its slot, which the program may reuse at once, is never read.

@@ -634,13 +634,11 @@ void SimQp::check_source(std::uint64_t i) noexcept {
         return;
     }
     // Read in this source epoch and found as at post: the source still holds those bytes.
-    if (folds(w) && operands_at(i).source_clean != 0 && operands_at(i).source_clean == fabric_.source_epoch()) return;
+    if (w.length > fabric_.params.mtu && w.num_sge == 1 && operands_at(i).source_clean != 0 &&
+        operands_at(i).source_clean == fabric_.source_epoch()) {
+        return;
+    }
     if (digest(sq_sges(i)) != w.digest) report_source_changed(i);
-}
-
-bool SimQp::folds(const SqEntry& e) const noexcept {
-    return fabric_.params.check_sources && e.num_sge == 1 && e.length > fabric_.params.mtu &&
-           carries_payload(e.opcode) && !has(e.flags, SendFlags::inline_data);
 }
 
 bool SimQp::fold_source(std::uint64_t msn, std::uint64_t base, std::uint32_t k, std::uint64_t offset,
@@ -1096,26 +1094,32 @@ bool SimQp::place_packet(std::uint32_t k) noexcept {
         send_ack(q->qp_num, msn, WcStatus::remote_access, 0);
         return false;
     }
-    // Read from the source now: folded into the digest of its reads and stored in the same pass (or, when
-    // source and target overlap, folded before the store).
-    const std::uint64_t into = w.remote_addr + offset;
-    if (!staged_bytes && q->folds(w) &&
-        q->fold_source(msn, inbound_.base, k, offset, static_cast<std::uint32_t>(n),
-                       into + n <= src[0].addr + offset || src[0].addr + offset + n <= into
-                           ? reinterpret_cast<std::byte*>(into)
-                           : nullptr)) {
-        // fold_source stored it.
-    } else if (staged_bytes) {
+    if (staged_bytes) {
         move_bytes(reinterpret_cast<void*>(w.remote_addr + offset), staged_bytes, n);
         if (staged) q->pop_staged();
     } else if (src.size() == 1) {
         // One source segment (most writes): the packet's bytes are at the same offset on both sides.
+        if (q->folds(w)) return place_folded(*q, k, p, offset, static_cast<std::uint32_t>(n));
         move_bytes(reinterpret_cast<void*>(w.remote_addr + offset), reinterpret_cast<const void*>(src[0].addr + offset), n);
     } else {
         const LocalSegment dst = contiguous(w.remote_addr, w.length);
         copy_range(src, {&dst, 1}, offset, n);
     }
     fabric_.stored(w.remote_addr + offset, n);
+    trace_place(p, offset, n);
+    return true;
+}
+
+bool SimQp::place_folded(SimQp& q, std::uint32_t k, std::uint32_t p, std::uint64_t offset, std::uint32_t n) noexcept {
+    // Read from the source now: folded into the digest of its reads and stored in the same pass (or, when
+    // source and target overlap, folded before the store).
+    const SqEntry& w = q.sq_at(inbound_.msn);
+    const std::uint64_t from = q.sq_sges(inbound_.msn)[0].addr + offset, into = w.remote_addr + offset;
+    std::byte* const to = into + n <= from || from + n <= into ? reinterpret_cast<std::byte*>(into) : nullptr;
+    if (!q.fold_source(inbound_.msn, inbound_.base, k, offset, n, to)) {
+        std::memmove(reinterpret_cast<void*>(into), reinterpret_cast<const void*>(from), n);
+    }
+    fabric_.stored(into, n);
     trace_place(p, offset, n);
     return true;
 }
